@@ -1,0 +1,25 @@
+"""The ``molsepnorm`` command: a thin click layer over the Python API."""
+from __future__ import annotations
+
+import click
+
+from molsepnorm.version import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="molsepnorm")
+def cli() -> None:
+    """molsepnorm: molecular property prediction with a SepNorm Graphormer.
+
+    Graphormer (Ying et al., 2021) whose normalization layers are SepNorm (Chen et al.,
+    NeurIPS 2023): the graph token is normalized by its own BatchNorm, the atom tokens
+    by a LayerNorm.
+    """
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    cli()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,52 @@
+"""Where data sets are read from and where processed caches are written.
+
+Data root (raw, read-only for us):  ``data_root`` argument / ``--data-root``, else the
+``MOLSEPNORM_DATA`` environment variable, else ``<cache>/data`` where the official
+loaders download on a machine with internet.
+
+Cache root (writable):  ``MOLSEPNORM_CACHE``, else ``$XDG_CACHE_HOME/molsepnorm``, else
+``~/.cache/molsepnorm``.  Processed data sets live under ``<cache>/processed/<key>/``
+where the key names the data set, the featurizer vocabulary and the featurizer and
+structural-encoding versions, so a change of either never reuses a stale cache.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Union
+
+PathLike = Union[str, os.PathLike]
+
+
+def cache_root() -> Path:
+    """The writable cache directory of molsepnorm (created on demand)."""
+    env = os.environ.get("MOLSEPNORM_CACHE")
+    if env:
+        root = Path(env).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        root = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "molsepnorm"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def default_data_root() -> Path:
+    """``<cache>/data``: where official loaders download when no data root is given."""
+    return cache_root() / "data"
+
+
+def resolve_data_root(data_root: Optional[PathLike] = None) -> Path:
+    """The data root to read raw data sets from: argument, ``MOLSEPNORM_DATA``, default."""
+    if data_root is not None:
+        return Path(data_root).expanduser().resolve()
+    env = os.environ.get("MOLSEPNORM_DATA")
+    if env:
+        return Path(env).expanduser().resolve()
+    return default_data_root()
+
+
+def processed_dir(key: str) -> Path:
+    """The directory of one processed data set cache, ``<cache>/processed/<key>``."""
+    path = cache_root() / "processed" / key
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,67 @@
+"""Shared fixtures.
+
+The real data sets come from ``MOLSEPNORM_DATA`` (CI sets it to ``../shared/data``), else
+from ``../shared/data`` beside the checkout.  When ``MOLSEPNORM_DATA`` is set, missing data
+is an error, never a skip, so CI cannot pass by skipping.  Processed caches go to
+``MOLSEPNORM_CACHE`` (default here: ``<repo>/.test-cache``), shared by xdist workers
+through file locks.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("MOLSEPNORM_CACHE", str(REPO / ".test-cache"))
+os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb's background PyPI version check
+
+try:  # keep two xdist workers from oversubscribing two cores
+    import torch
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(1)
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _find_data_root() -> Path | None:
+    env = os.environ.get("MOLSEPNORM_DATA")
+    if env:
+        return Path(env).resolve()
+    guess = REPO.parent / "shared" / "data"
+    return guess.resolve() if guess.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_root() -> Path:
+    """The folder holding the real data sets (read-only)."""
+    root = _find_data_root()
+    if root is None:
+        pytest.skip("real data sets not found: set MOLSEPNORM_DATA or put shared/data beside the checkout")
+    if not root.is_dir():
+        pytest.fail(f"MOLSEPNORM_DATA={root} does not exist")
+    return root
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, float]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime) for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture(scope="session")
+def data_root_snapshot(data_root: Path):
+    """A listing (path, size, mtime) of the data root taken before any test used it."""
+    return _snapshot(data_root)
+
+
+@pytest.fixture
+def assert_data_root_untouched(data_root: Path, data_root_snapshot):
+    """Use in a test that loads data: fails if anything under the data root changed."""
+    yield
+    assert _snapshot(data_root) == data_root_snapshot, "a test wrote into the read-only data root"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
