@@ -17,6 +17,11 @@ def cli() -> None:
     """
 
 
+from molsepnorm.cli.prepare import prepare  # noqa: E402
+
+cli.add_command(prepare)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     cli()
 

@@ -138,3 +138,24 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         n = len(self._all_batches())
         return math.ceil(n / self.num_replicas) if self.num_replicas > 1 else n
+
+
+def padding_report(sizes: Sequence[int], batch_size: int = 256, seed: int = 0) -> dict[str, float]:
+    """Padding of plain shuffled batches vs size-bucketed batches of the same mean size.
+
+    The bucketed budget is ``batch_size * (mean atoms + 1)`` tokens, so both samplers
+    handle about the same number of molecules per step.  Returns the two padding
+    fractions and the mean number of molecules per bucketed batch.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(sizes))
+    plain = [perm[i : i + batch_size] for i in range(0, len(perm), batch_size)]
+    budget = int(round(batch_size * (float(sizes.mean()) + 1.0)))
+    bucketed = list(SizeBucketBatchSampler(sizes, max_tokens=budget, seed=seed))
+    return {
+        "plain_padding": padding_fraction(sizes, plain),
+        "bucketed_padding": padding_fraction(sizes, bucketed),
+        "bucketed_mean_batch": len(sizes) / max(1, len(bucketed)),
+        "max_tokens": float(budget),
+    }

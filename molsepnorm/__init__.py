@@ -1,0 +1,47 @@
+"""molsepnorm: molecular property prediction with a SepNorm Graphormer.
+
+The path of data, one subpackage per step:
+
+    SMILES ──chem──▶ RDKit Mol ──chem──▶ graph (PyG ``Data``)
+          ──encodings──▶ + degree, shortest paths (once, cached with the data set)
+          ──data──▶ splits, size-bucketed padded batches
+          ──nn──▶ Graphormer with SepNorm ──▶ head ──train──▶ metrics
+
+Heavy dependencies (torch, RDKit, PyG) are imported on first use, so ``import
+molsepnorm`` and ``molsepnorm --help`` stay fast.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from molsepnorm.version import __version__
+
+# public name -> module that defines it
+_EXPORTS = {
+    "featurize": "molsepnorm.chem",
+    "parse_molecule": "molsepnorm.chem",
+    "GraphormerEncoding": "molsepnorm.encodings",
+    "load_dataset": "molsepnorm.data",
+    "DatasetSplits": "molsepnorm.data",
+    "SizeBucketBatchSampler": "molsepnorm.data.sampler",
+    "InvalidMoleculeError": "molsepnorm.errors",
+    "DatasetNotFoundError": "molsepnorm.errors",
+    "DatasetFormatError": "molsepnorm.errors",
+    "MolsepnormError": "molsepnorm.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'molsepnorm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

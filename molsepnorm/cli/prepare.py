@@ -1,0 +1,44 @@
+"""``molsepnorm prepare``: featurize a data set, compute its encodings once, cache it."""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import click
+
+from molsepnorm.cli.options import data_options, dataset_kwargs
+
+
+@click.command("prepare")
+@data_options
+@click.option("--batch-size", type=int, default=256, show_default=True,
+              help="Batch size at which to report the padding of plain vs size-bucketed batches.")
+def prepare(dataset: str, data_root: Optional[str], smiles_column: Optional[str], target_columns: Optional[str],
+            split: Optional[str], split_seed: Optional[int], vocab: Optional[str], batch_size: int) -> None:
+    """Build (or reuse) the processed cache of a data set and print its splits.
+
+    The same cache is what `train`, `evaluate` and `analyze` read, so preparing once
+    ahead of time takes the featurization out of the first training run.
+    """
+    from molsepnorm.data import load_dataset
+    from molsepnorm.data.sampler import padding_report
+    from molsepnorm.errors import MolsepnormError
+
+    start = time.perf_counter()
+    try:
+        splits = load_dataset(dataset, root=data_root,
+                              **dataset_kwargs(smiles_column, target_columns, split, split_seed, vocab))
+    except MolsepnormError as err:
+        raise click.ClickException(str(err)) from err
+    seconds = time.perf_counter() - start
+    click.echo(f"{splits.name}: {splits.task}, targets {', '.join(splits.target_names)}; vocabulary {splits.vocab}")
+    click.echo(f"  train {len(splits.train):,}  val {len(splits.val):,}  test {len(splits.test):,}"
+               f"  (ready in {seconds:.1f} s)")
+    sizes = [int(d.num_nodes) for d in splits.train]
+    report = padding_report(sizes, batch_size=batch_size)
+    click.echo(f"  atoms per molecule (train): mean {sum(sizes) / max(1, len(sizes)):.1f}, max {max(sizes, default=0)}")
+    click.echo(f"  padding at {batch_size} molecules/batch: plain shuffle {report['plain_padding']:.1%}, "
+               f"size-bucketed {report['bucketed_padding']:.1%} "
+               f"({report['bucketed_mean_batch']:.0f} molecules/batch on average)")
+    click.echo(f"  source: {splits.source}")
+    click.echo(f"  cache:  {splits.cache_dir}")
