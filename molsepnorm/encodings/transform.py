@@ -1,0 +1,71 @@
+"""A PyG transform that stores Graphormer's structural encodings on each graph, once.
+
+Graphormer (Ying et al., NeurIPS 2021) needs, per graph, node degrees (centrality
+encoding), all-pairs shortest-path distances (spatial encoding) and one shortest path per
+pair (multi-hop edge encoding).  The reference recomputes them every epoch in its
+collator; here they are computed once as a ``pre_transform`` and cached with the dataset.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from .shortest_paths import METHODS, Method, shortest_paths
+
+if TYPE_CHECKING:  # importing torch_geometric costs seconds; the transform only needs duck typing
+    from torch_geometric.data import Data
+
+ENCODING_VERSION: int = 1
+"""Bump when the stored encodings change in content or layout; it keys processed caches
+and appears in :class:`GraphormerEncoding`'s repr, which PyG records for a pre_transform."""
+
+
+def encode(data: Data, method: Method = "auto") -> Data:
+    """Add Graphormer's structural encodings to ``data`` in place and return it.
+
+    Adds, for a graph of ``N`` nodes with ``edge_index`` ``[2, E]``:
+
+    * ``degree``: long ``[N]``, number of incoming edges per node (``edge_index[1]``);
+      for molecules stored with both bond directions, in-degree equals out-degree.
+    * ``spd``: int16 ``[N * N]``, the shortest-path distance matrix flattened row-major
+      (``spd.view(N, N)``), :data:`~molsepnorm.encodings.UNREACHABLE` for no path.
+    * ``path_next``: int16 ``[N * N]``, the next-hop matrix flattened row-major, -1 on the
+      diagonal and for unreachable pairs.
+
+    The matrices are flat so that PyG's ``InMemoryDataset`` and ``Batch`` concatenate
+    graphs of different sizes along dim 0; no name contains "index", so batching does not
+    offset them.
+    """
+    num_nodes = int(data.num_nodes or 0)
+    edge_index = data.edge_index
+    if edge_index is None:
+        edge_index = torch.empty(2, 0, dtype=torch.long)
+    dist, next_hop = shortest_paths(edge_index, num_nodes, method=method)
+    data.degree = torch.bincount(edge_index[1].long(), minlength=num_nodes)
+    data.spd = torch.from_numpy(dist.reshape(-1))
+    data.path_next = torch.from_numpy(next_hop.reshape(-1))
+    return data
+
+
+class GraphormerEncoding:
+    """Callable transform adding ``degree``, ``spd`` and ``path_next`` (see :func:`encode`).
+
+    Use as ``pre_transform`` of a PyG dataset so the work happens once per molecule.
+
+    Args:
+        method: shortest-path algorithm (``"auto"``, ``"dense"``, ``"scipy"``).  Every
+            method yields identical tables, so it is left out of the repr: switching it
+            does not invalidate a processed cache.
+    """
+
+    def __init__(self, method: Method = "auto") -> None:
+        if method not in METHODS:
+            raise ValueError(f"unknown shortest-path method {method!r}; choose one of {METHODS}")
+        self.method: Method = method
+
+    def __call__(self, data: Data) -> Data:
+        return encode(data, method=self.method)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(version={ENCODING_VERSION})"
