@@ -1,0 +1,10 @@
+"""Chemistry: SMILES / RDKit Mol -> validated molecule -> PyG graph.
+
+* :func:`parse_molecule` - a sanitized RDKit Mol, or ``InvalidMoleculeError`` with RDKit's reason.
+* :func:`featurize` - a ``torch_geometric.data.Data`` in the ``"ogb"`` or ``"zinc"`` vocabulary.
+* :func:`vocab_sizes` - the embedding-table sizes a model needs for a vocabulary.
+"""
+from molsepnorm.chem.featurize import FEATURIZER_VERSION, VOCABS, featurize, vocab_sizes
+from molsepnorm.chem.parse import parse_molecule
+
+__all__ = ["FEATURIZER_VERSION", "VOCABS", "featurize", "parse_molecule", "vocab_sizes"]

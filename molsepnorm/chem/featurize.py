@@ -1,0 +1,185 @@
+"""Molecule -> PyG ``Data`` in one of two vocabularies.
+
+``"ogb"``:  the 9 atom / 3 bond integer columns of OGB, identical to
+``ogb.utils.smiles2graph`` (the per-atom and per-bond vectors come from OGB's own
+``atom_to_feature_vector`` / ``bond_to_feature_vector``; only the assembly is ours).
+
+``"zinc"``:  the ZINC benchmark vocabulary: one atom-token column (28 types, see
+:mod:`molsepnorm.chem.zinc_vocab`) and Kekulé bond types 1/2/3, the encoding of
+``torch_geometric.datasets.ZINC``.  Hydrogens are never nodes: those attached to a heavy
+atom (including isotopic and stereo-defining ``[H]``/``[2H]`` atoms) are counted on it;
+a hydrogen with no heavy neighbour (``[H][H]``, ``[H+]``) is out of the vocabulary.
+Atom and bond numbers in zinc errors are rows of that hydrogen-free graph (of ``x``).
+
+Both vocabularies list every bond in both directions, ``(i, j)`` then ``(j, i)``, in
+RDKit's bond order, as OGB does.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from ogb.utils.features import (
+    atom_to_feature_vector,
+    bond_to_feature_vector,
+    get_atom_feature_dims,
+    get_bond_feature_dims,
+)
+from rdkit import Chem, rdBase
+from torch_geometric.data import Data
+
+from molsepnorm.chem.parse import MolInput, parse_molecule
+from molsepnorm.chem.zinc_vocab import ZINC_ATOM_INDEX, ZINC_ATOM_TOKENS, ZINC_BOND_INDEX, zinc_atom_token
+from molsepnorm.errors import InvalidMoleculeError
+
+#: The vocabularies ``featurize`` knows.
+VOCABS: tuple[str, ...] = ("ogb", "zinc")
+#: Bump whenever any featurizer output changes: it keys the processed-data caches.
+FEATURIZER_VERSION: int = 1
+
+_OGB_ATOM_COLUMNS = len(get_atom_feature_dims())  # 9
+_OGB_BOND_COLUMNS = len(get_bond_feature_dims())  # 3
+
+
+def vocab_sizes(vocab: str) -> dict[str, list[int]]:
+    """Per-column cardinalities a model's embedding tables need.
+
+    Returns:
+        ``{"atom": [...], "bond": [...]}``: for ``"ogb"`` OGB's 9 atom and 3 bond
+        feature dims; for ``"zinc"`` ``{"atom": [28], "bond": [4]}`` (bond index 0,
+        "no bond", is never used by an edge).
+    """
+    _check_vocab(vocab)
+    if vocab == "ogb":
+        return {"atom": list(get_atom_feature_dims()), "bond": list(get_bond_feature_dims())}
+    return {"atom": [len(ZINC_ATOM_TOKENS)], "bond": [len(ZINC_BOND_INDEX) + 1]}
+
+
+def featurize(mol_or_smiles: MolInput, vocab: str = "ogb") -> Data:
+    """The graph of one molecule.
+
+    Args:
+        mol_or_smiles: a SMILES string or an RDKit Mol (see :func:`parse_molecule`).
+        vocab: ``"ogb"`` or ``"zinc"``.
+
+    Returns:
+        ``Data`` with ``num_nodes`` = N heavy atoms, E = 2 x bonds directed edges and
+        ``smiles`` (the input SMILES, stripped; ``Chem.MolToSmiles`` of a Mol input):
+
+        * ``"ogb"``:  ``x`` long [N, 9], ``edge_index`` long [2, E], ``edge_attr`` long [E, 3];
+        * ``"zinc"``: ``x`` long [N, 1], ``edge_index`` long [2, E], ``edge_attr`` long [E].
+
+    Raises:
+        ValueError: unknown ``vocab``.
+        InvalidMoleculeError: the molecule is invalid, or (``"zinc"``) has an atom or
+            bond outside the vocabulary.
+        TypeError: input of a wrong type.
+    """
+    _check_vocab(vocab)
+    mol = parse_molecule(mol_or_smiles)
+    if isinstance(mol_or_smiles, str):
+        smiles = mol_or_smiles.strip()
+    else:
+        with rdBase.BlockLogs():
+            smiles = Chem.MolToSmiles(mol)
+    if vocab == "ogb":
+        x, edge_index, edge_attr = _ogb_arrays(mol)
+    else:
+        x, edge_index, edge_attr = _zinc_arrays(mol, smiles)
+    return Data(
+        x=torch.from_numpy(x),
+        edge_index=torch.from_numpy(edge_index),
+        edge_attr=torch.from_numpy(edge_attr),
+        num_nodes=x.shape[0],
+        smiles=smiles,
+    )
+
+
+def _check_vocab(vocab: str) -> None:
+    if vocab not in VOCABS:
+        raise ValueError(f"unknown vocabulary {vocab!r}; choose one of {', '.join(VOCABS)}")
+
+
+def _directed(ends: np.ndarray) -> np.ndarray:
+    """[B, 2] bond ends -> [2, 2B] edge_index: (i, j) then (j, i) for each bond in turn."""
+    return np.ascontiguousarray(np.stack([ends, ends[:, ::-1]], axis=1).reshape(-1, 2).T)
+
+
+# RDKit's GetAtoms()/GetBonds() iterators are pure-Python wrappers that re-check the size
+# on every step; indexing directly is about twice as fast on molecule-sized graphs.
+def _atoms(mol: Chem.Mol) -> list[Chem.Atom]:
+    return [mol.GetAtomWithIdx(i) for i in range(mol.GetNumAtoms())]
+
+
+def _bonds(mol: Chem.Mol) -> list[Chem.Bond]:
+    return [mol.GetBondWithIdx(i) for i in range(mol.GetNumBonds())]
+
+
+def _bond_ends(bonds: list[Chem.Bond]) -> np.ndarray:
+    """[B, 2] int64 begin/end atom indices in RDKit's bond order."""
+    ends = [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in bonds]
+    return np.array(ends, dtype=np.int64).reshape(-1, 2)
+
+
+def _ogb_arrays(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x [N, 9], edge_index [2, E], edge_attr [E, 3], all int64, as smiles2graph builds them."""
+    bonds = _bonds(mol)
+    x = np.array([atom_to_feature_vector(a) for a in _atoms(mol)], dtype=np.int64)
+    bond_feats = np.array([bond_to_feature_vector(b) for b in bonds], dtype=np.int64)
+    edge_attr = np.repeat(bond_feats.reshape(-1, _OGB_BOND_COLUMNS), 2, axis=0)
+    return x.reshape(-1, _OGB_ATOM_COLUMNS), _directed(_bond_ends(bonds)), edge_attr
+
+
+# Hydrogens to fold into their heavy atom for the zinc vocabulary: every H with a heavy
+# neighbour, whatever its isotope or role in stereo; bare ones stay (and are rejected).
+_FOLD_HYDROGENS = Chem.RemoveHsParameters()
+_FOLD_HYDROGENS.removeIsotopes = True
+_FOLD_HYDROGENS.removeDefiningBondStereo = True
+_FOLD_HYDROGENS.removeWithWedgedBond = True
+_FOLD_HYDROGENS.removeNontetrahedralNeighbors = True
+_FOLD_HYDROGENS.removeHigherDegrees = False
+_FOLD_HYDROGENS.removeOnlyHNeighbors = False
+_FOLD_HYDROGENS.removeDegreeZero = False
+_FOLD_HYDROGENS.showWarnings = False
+
+
+def _zinc_arrays(mol: Chem.Mol, smiles: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x [N, 1], edge_index [2, E], edge_attr [E], all int64, in the ZINC vocabulary."""
+    try:
+        with rdBase.BlockLogs():
+            if any(atom.GetAtomicNum() == 1 for atom in _atoms(mol)):
+                work = Chem.RemoveHs(mol, _FOLD_HYDROGENS, sanitize=False)
+                work.UpdatePropertyCache(strict=False)
+            else:
+                work = Chem.Mol(mol)
+            Chem.Kekulize(work, clearAromaticFlags=True)
+    except Exception as exc:  # RDKit raises several unrelated exception types here
+        raise InvalidMoleculeError(smiles, f"cannot kekulize for the zinc vocabulary: {exc}") from exc
+
+    atoms = _atoms(work)
+    valence = [0] * len(atoms)  # sum of Kekulé bond orders per atom
+    ends: list[tuple[int, int]] = []
+    orders: list[int] = []
+    for k, bond in enumerate(_bonds(work)):
+        i, j = bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()
+        order = ZINC_BOND_INDEX.get(bond.GetBondType())
+        if order is None:
+            raise InvalidMoleculeError(
+                smiles, f"bond {k} ({bond.GetBondType().name} between atoms {i} and {j}) is not in the zinc vocabulary"
+            )
+        valence[i] += order
+        valence[j] += order
+        ends.append((i, j))
+        orders.append(order)
+
+    types: list[int] = []
+    for i, atom in enumerate(atoms):
+        token = zinc_atom_token(atom, valence[i])
+        index = ZINC_ATOM_INDEX.get(token)
+        radicals = atom.GetNumRadicalElectrons()
+        if index is None or radicals:
+            what = f"{token}, radical with {radicals} unpaired electron{'s' * (radicals > 1)}" if radicals else token
+            raise InvalidMoleculeError(smiles, f"atom {i} ({what}) is not in the zinc vocabulary")
+        types.append(index)
+    x = np.array(types, dtype=np.int64).reshape(-1, 1)
+    edge_index = _directed(np.array(ends, dtype=np.int64).reshape(-1, 2))
+    return x, edge_index, np.repeat(np.array(orders, dtype=np.int64), 2)

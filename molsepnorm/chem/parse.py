@@ -1,0 +1,166 @@
+"""SMILES or RDKit Mol -> sanitized RDKit Mol, or an error that carries RDKit's reason.
+
+``parse_molecule`` is the single entry point through which every molecule enters
+molsepnorm.  A SMILES string goes through ``Chem.MolFromSmiles`` with its default
+settings (sanitization, removal of ordinary explicit hydrogens, stereo perception), so
+the result is exactly the molecule that ``ogb.utils.smiles2graph`` sees.  Only when that
+fails is the input looked at again to find out why:
+
+* a syntax error leaves no molecule at all; the reason is RDKit's own log message,
+  captured with ``rdBase.CaptureErrorLog``;
+* a chemistry error (valence, kekulization, ...) leaves a molecule when parsed with
+  ``sanitize=False``; the reasons are those of ``Chem.DetectChemistryProblems``.
+
+RDKit's log is silenced while parsing (``rdBase.BlockLogs``), so millions of molecules
+do not flood stderr.  Entering ``BlockLogs`` (and, on failure, ``CaptureErrorLog``) per
+call costs nothing measurable next to the parse itself, so no process-wide log handler
+is installed.  Both switch RDKit's process-wide logger; under concurrent threads a
+warning may occasionally slip through to stderr, never into another thread's reason
+(diagnosis is serialized by a lock).
+"""
+from __future__ import annotations
+
+import math
+import re
+import threading
+from typing import Union
+
+from rdkit import Chem, rdBase
+
+from molsepnorm.errors import InvalidMoleculeError
+
+MolInput = Union[str, Chem.Mol]
+
+# RDKit prefixes each log line with "[HH:MM:SS] ".
+_TIMESTAMP = re.compile(r"^\[\d\d:\d\d:\d\d\]\s?")
+# Captures are process-wide; serialize the (rare) diagnosis of failures so that two
+# threads explaining two bad SMILES do not read each other's messages.
+_DIAGNOSIS_LOCK = threading.Lock()
+
+
+def parse_molecule(mol_or_smiles: MolInput) -> Chem.Mol:
+    """A sanitized RDKit Mol holding the heavy-atom graph of the input.
+
+    Args:
+        mol_or_smiles: a SMILES string (surrounding whitespace is ignored; a CXSMILES
+            extension ``"SMILES |...|"`` is allowed), or an RDKit ``Mol``.  A Mol is
+            copied, never modified; if it is not sanitized yet, the copy is, and ordinary
+            explicit hydrogens are removed as ``MolFromSmiles`` would.
+
+    Returns:
+        A new, sanitized ``Chem.Mol`` with at least one atom.
+
+    Raises:
+        InvalidMoleculeError: the input is not a valid molecule: SMILES syntax errors,
+            chemistry problems (valence, kekulization, ...), an empty or whitespace-only
+            string, a molecule without atoms, or a missing value (``None`` or a float
+            NaN, as read from an empty CSV cell).  ``reason`` carries RDKit's own words.
+        TypeError: the input is of any other type (a programming error, not bad data).
+    """
+    if isinstance(mol_or_smiles, str):
+        return _parse_smiles(mol_or_smiles)
+    if isinstance(mol_or_smiles, Chem.Mol):
+        return _sanitize_copy(mol_or_smiles)
+    if mol_or_smiles is None or (isinstance(mol_or_smiles, float) and math.isnan(mol_or_smiles)):
+        raise InvalidMoleculeError(repr(mol_or_smiles), "missing value: no molecule given")
+    raise TypeError(f"expected a SMILES string or an RDKit Mol, got {type(mol_or_smiles).__name__}")
+
+
+def _parse_smiles(smiles: str) -> Chem.Mol:
+    text = smiles.strip()
+    if not text:
+        raise InvalidMoleculeError(smiles, "empty molecule: the SMILES is empty")
+    head, *rest = text.split(maxsplit=1)
+    tail = rest[0] if rest else ""
+    if tail and not tail.startswith("|"):
+        # RDKit stops at whitespace and silently reads "CC O" as ethane.
+        raise InvalidMoleculeError(
+            smiles, f"whitespace inside the SMILES: RDKit would read only {head!r} and ignore {tail!r}"
+        )
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromSmiles(text)
+    if mol is None:
+        raise InvalidMoleculeError(smiles, _diagnose_smiles(text))
+    if mol.GetNumAtoms() == 0:
+        raise InvalidMoleculeError(smiles, "empty molecule: no atoms")
+    return mol
+
+
+def _diagnose_smiles(text: str) -> str:
+    """Why ``Chem.MolFromSmiles(text)`` returned None, in RDKit's words."""
+    with _DIAGNOSIS_LOCK, rdBase.BlockLogs():
+        with rdBase.CaptureErrorLog() as capture:
+            raw = Chem.MolFromSmiles(text, sanitize=False)
+        if raw is None:
+            return "SMILES parse error: " + _syntax_reason(capture.messages)
+        problems = Chem.DetectChemistryProblems(raw)
+        if problems:
+            return "; ".join(p.Message() for p in problems)
+        with rdBase.CaptureErrorLog() as capture:
+            Chem.MolFromSmiles(text)
+    lines = _log_lines(capture.messages)
+    return "; ".join(lines) if lines else "RDKit could not parse the SMILES (no reason given)"
+
+
+def _log_lines(messages: str) -> list[str]:
+    lines = (_TIMESTAMP.sub("", line).strip() for line in messages.splitlines())
+    unique: list[str] = []
+    for line in lines:
+        if line and line not in unique:
+            unique.append(line)
+    return unique
+
+
+def _syntax_reason(messages: str) -> str:
+    """Condense RDKit's multi-line SMILES parse error into one line.
+
+    RDKit logs e.g. ``syntax error while parsing: Cx``, ``check for mistakes around
+    position 2:``, the SMILES, a ``~^`` pointer, ``Failed parsing SMILES 'Cx' for
+    input: 'Cx'``.  Keep the first two kinds; the echo and pointer lines say nothing
+    new, and the "Failed parsing" line only when nothing else was said.
+    """
+    prefix = "SMILES Parse Error:"
+    reasons = [
+        line[len(prefix):].strip().rstrip(":")
+        for line in _log_lines(messages)
+        if line.startswith(prefix)
+    ]
+    specific = [r for r in reasons if not r.startswith("Failed parsing SMILES")]
+    chosen = specific or reasons
+    return "; ".join(chosen) if chosen else "RDKit could not parse the SMILES (no reason given)"
+
+
+def _sanitize_copy(mol: Chem.Mol) -> Chem.Mol:
+    """A sanitized, hydrogen-suppressed copy of ``mol``, as ``MolFromSmiles`` would build it.
+
+    A Mol whose property cache is up to date counts as sanitized and is not sanitized
+    again: sanitization is not idempotent for some organometallics (ring and radical
+    perception change), and a second pass would make a Mol input differ from its SMILES.
+    """
+    if mol.GetNumAtoms() == 0:
+        raise InvalidMoleculeError(_describe(mol), "empty molecule: no atoms")
+    work = Chem.Mol(mol)
+    sanitized = not work.NeedsUpdatePropertyCache()
+    has_hydrogens = any(work.GetAtomWithIdx(i).GetAtomicNum() == 1 for i in range(work.GetNumAtoms()))
+    with rdBase.BlockLogs():
+        if not sanitized:
+            problems = Chem.DetectChemistryProblems(work)
+            if problems:
+                raise InvalidMoleculeError(_describe(work), "; ".join(p.Message() for p in problems))
+        try:
+            if not sanitized or has_hydrogens:
+                # Like the SMILES parser: remove ordinary explicit Hs, then sanitize once.
+                work = Chem.RemoveHs(work, sanitize=True)
+            Chem.AssignStereochemistry(work, cleanIt=True)  # a no-op when already done
+        except Exception as exc:  # RDKit raises several unrelated exception types here
+            raise InvalidMoleculeError(_describe(work), str(exc) or type(exc).__name__) from exc
+    return work
+
+
+def _describe(mol: Chem.Mol) -> str:
+    """A SMILES for error messages about a Mol input (best effort: it may be unsanitized)."""
+    try:
+        with rdBase.BlockLogs():
+            return Chem.MolToSmiles(mol)
+    except Exception:  # noqa: BLE001 - a description must never raise
+        return f"<RDKit Mol with {mol.GetNumAtoms()} atoms>"
