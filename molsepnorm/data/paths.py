@@ -50,3 +50,36 @@ def processed_dir(key: str) -> Path:
     path = cache_root() / "processed" / key
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def processed_root() -> Path:
+    """``<cache>/processed``: the parent of every processed data set cache (created on demand)."""
+    path = cache_root() / "processed"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def is_writable_dir(path: PathLike) -> bool:
+    """Whether ``path`` (or, if it does not exist yet, its nearest existing ancestor) may be written.
+
+    Decided from metadata only, never by creating a probe file (the folder may be a
+    read-only source).  A folder counts as read-only when its file system is mounted
+    read-only, when ``os.access`` denies writing, or when its mode has no write bit at
+    all: root passes every ``os.access`` check, but a ``dr-xr-xr-x`` data folder is
+    read-only by intent.
+    """
+    probe = Path(path)
+    while not probe.exists():
+        if probe.parent == probe:
+            return False
+        probe = probe.parent
+    if not probe.is_dir():
+        return False
+    try:
+        if os.statvfs(probe).f_flag & getattr(os, "ST_RDONLY", 1):
+            return False
+    except (OSError, AttributeError):  # pragma: no cover - no statvfs (Windows)
+        pass
+    if not os.access(probe, os.W_OK):
+        return False
+    return bool(probe.stat().st_mode & 0o222)

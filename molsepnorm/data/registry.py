@@ -1,0 +1,205 @@
+"""``load_dataset``: every data set behind one call, and the :class:`DatasetSplits` it returns.
+
+Named data sets are registered with :func:`register_dataset`; the built-in ones
+(``zinc-subset``, ``zinc``, ``molhiv``, ``nci-tpsa``) register themselves when their
+module is imported, which :func:`load_dataset` does on first use.  Anything that looks
+like a path to a ``.csv`` / ``.tsv`` file is read by :mod:`molsepnorm.data.csv_dataset`.
+
+Adding a data set::
+
+    @register_dataset("my-set", "my-alias")
+    def load_my_set(root: Path, **options) -> DatasetSplits:
+        ...
+
+``root`` is the resolved data root (see :mod:`molsepnorm.data.paths`).
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from molsepnorm.data.paths import PathLike, resolve_data_root
+from molsepnorm.errors import DatasetNotFoundError
+
+SPLIT_NAMES = ("train", "val", "test")
+_SPLIT_ALIASES = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
+_METRIC_HIGHER_IS_BETTER = {"mae": False, "rmse": False, "rocauc": True}
+_TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".csv.gz", ".tsv.gz")
+_BUILTIN_MODULES = ("molsepnorm.data.zinc", "molsepnorm.data.molhiv", "molsepnorm.data.nci")
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A record of the source that is not in the data set, and why."""
+
+    row: int  # line number in the source file (a header is line 1)
+    smiles: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"row {self.row}: {self.smiles!r}: {self.reason}"
+
+
+@dataclass
+class DatasetSplits:
+    """A data set split into train / val / test, plus what a trainer needs to know about it.
+
+    Every graph of ``train`` / ``val`` / ``test`` is a PyG ``Data`` with ``x``,
+    ``edge_index``, ``edge_attr``, ``num_nodes``, ``y`` (float32 ``[1, T]``, NaN for a
+    missing target) and the Graphormer encodings ``degree``, ``spd``, ``path_next``.
+
+    Attributes:
+        name: data set name (``"zinc-subset"``, ``"molhiv"``, a CSV's file name, ...).
+        train, val, test: PyG datasets of ``Data`` objects.
+        task: ``"regression"`` or ``"binary"`` (binary classification, one logit per target).
+        target_names: one name per column of ``y``.
+        vocab: atom/bond vocabulary of ``x`` / ``edge_attr``: ``"ogb"`` or ``"zinc"``.
+        metric: model-selection metric: ``"mae"`` (regression) or ``"rocauc"`` (binary).
+        split_indices: ``{"train", "val", "test"}`` -> int64 indices into the full data
+            set: OGB graph ids for molhiv; positions in train+val+test concatenated for
+            ZINC; 0-based data rows of the file for CSV / NCI.
+        source: where the raw data was read.
+        cache_dir: where the processed cache lives.
+        evaluator: OGB's ``Evaluator`` where the data set has one (molhiv), else None.
+        skipped: source records that are not in the data set (invalid SMILES with
+            ``on_invalid="skip"``, rows whose targets are all missing).
+        smiles: SMILES of the full data set, indexed like ``split_indices``, when cheap
+            to provide (None for ZINC).
+        info: anything else worth recording (split method, seed, ...).
+    """
+
+    name: str
+    train: Any
+    val: Any
+    test: Any
+    task: str
+    target_names: list[str]
+    vocab: str
+    metric: str
+    split_indices: dict[str, np.ndarray]
+    source: Path
+    cache_dir: Path
+    evaluator: Any = None
+    skipped: list[SkippedRow] = field(default_factory=list)
+    smiles: Optional[list[str]] = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, split: str):
+        """``splits["train"]``; also accepts ``"valid"`` / ``"validation"`` for ``val``."""
+        key = _SPLIT_ALIASES.get(str(split).lower())
+        if key is None:
+            raise KeyError(f"unknown split {split!r}; use one of {', '.join(SPLIT_NAMES)}")
+        return getattr(self, key)
+
+    @property
+    def num_tasks(self) -> int:
+        """Number of targets (columns of ``y``)."""
+        return len(self.target_names)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Number of molecules per split."""
+        return {split: len(getattr(self, split)) for split in SPLIT_NAMES}
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Whether a larger :attr:`metric` is a better model (ROC-AUC) or a smaller one (MAE)."""
+        return _METRIC_HIGHER_IS_BETTER[self.metric]
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={v:,}" for k, v in self.sizes.items())
+        extra = f", skipped={len(self.skipped)}" if self.skipped else ""
+        return (f"DatasetSplits(name={self.name!r}, {sizes}, task={self.task!r}, "
+                f"targets={self.target_names}, vocab={self.vocab!r}, metric={self.metric!r}{extra})")
+
+
+Loader = Callable[..., DatasetSplits]
+_REGISTRY: dict[str, Loader] = {}
+_CANONICAL: dict[str, str] = {}
+
+
+def register_dataset(name: str, *aliases: str) -> Callable[[Loader], Loader]:
+    """Decorator registering ``loader(root: Path, **options) -> DatasetSplits`` under names."""
+
+    def decorate(loader: Loader) -> Loader:
+        for key in (name, *aliases):
+            _REGISTRY[key.lower()] = loader
+            _CANONICAL[key.lower()] = name
+        return loader
+
+    return decorate
+
+
+def _load_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def available_datasets() -> list[str]:
+    """Registered data set names (aliases included)."""
+    _load_builtins()
+    return sorted(_REGISTRY)
+
+
+def _looks_like_table(name: str) -> bool:
+    lowered = name.lower()
+    return lowered.endswith(_TABLE_SUFFIXES) or Path(name).expanduser().is_file()
+
+
+def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any) -> DatasetSplits:
+    """Load a data set with its train / val / test splits, building its cache on first use.
+
+    Args:
+        name: ``"zinc-subset"``, ``"zinc"`` (full ZINC), ``"molhiv"`` (alias
+            ``"ogbg-molhiv"``), ``"nci-tpsa"``, or a path to a CSV / TSV file of SMILES
+            and targets (see :func:`molsepnorm.data.csv_dataset.load_csv`).
+        root: data root holding the raw benchmark folders (``ZINC/``, ``ogbg_molhiv/``);
+            default ``$MOLSEPNORM_DATA``, else ``<cache>/data``.  Never written to,
+            except that a missing benchmark is downloaded there when it is writable.
+        **options: loader options; e.g. ``seed`` and ``sizes`` (nci-tpsa), ``download``
+            (zinc, molhiv), ``smiles_column``, ``target_columns``, ``split``, ...
+            (CSV), ``progress`` (all).
+
+    Raises:
+        DatasetNotFoundError: unknown name (with close matches), or raw files missing.
+        DatasetFormatError: a file exists but cannot be used.
+        TypeError: an option the loader does not accept.
+    """
+    text = str(name)
+    if isinstance(name, Path) or _looks_like_table(text):
+        from molsepnorm.data.csv_dataset import load_csv
+
+        return load_csv(text, **options)
+    _load_builtins()
+    loader = _REGISTRY.get(text.lower())
+    if loader is None:
+        close = difflib.get_close_matches(text.lower(), list(_REGISTRY), n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise DatasetNotFoundError(
+            f"unknown data set {text!r}.{hint} Known data sets: {', '.join(sorted(set(_CANONICAL.values())))}; "
+            "or give the path of a .csv / .tsv file of SMILES and targets."
+        )
+    _check_options(_CANONICAL[text.lower()], loader, options)
+    return loader(resolve_data_root(root), **options)
+
+
+def _check_options(name: str, loader: Loader, options: dict[str, Any]) -> None:
+    params = inspect.signature(loader).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = [p for p in params if p != "root"]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise TypeError(f"data set {name!r} does not take option(s) {', '.join(unknown)}; "
+                        f"it accepts: {', '.join(accepted) or 'none'}")
+
+
+def normalize_split_name(value: str) -> Optional[str]:
+    """``"train"`` / ``"val"`` / ``"test"`` for a split label (case-insensitive), else None."""
+    return _SPLIT_ALIASES.get(str(value).strip().lower())
