@@ -11,6 +11,11 @@ from molsepnorm.nn.norm import (
     create_norm,
 )
 
+# Graphormer (Ying et al., NeurIPS 2021) with pluggable norm slots
+from molsepnorm.nn.attention import BiasedSelfAttention
+from molsepnorm.nn.encoders import AtomEncoder, DegreeEncoder, EdgePathEncoder, GraphAttentionBias, SpatialEncoder
+from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig, GraphormerLayer
+
 __all__ = [
     # normalization layers (Chen et al., NeurIPS 2023)
     "create_norm",
@@ -23,4 +28,14 @@ __all__ = [
     "MaskedIdentity",
     "convert_to_sepnorm",
     "find_convertible_norms",
+    # Graphormer (Ying et al., NeurIPS 2021)
+    "Graphormer",
+    "GraphormerConfig",
+    "GraphormerLayer",
+    "BiasedSelfAttention",
+    "AtomEncoder",
+    "DegreeEncoder",
+    "SpatialEncoder",
+    "EdgePathEncoder",
+    "GraphAttentionBias",
 ]

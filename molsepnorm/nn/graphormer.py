@@ -1,0 +1,249 @@
+"""Graphormer for graph-level molecular property prediction, with every normalization slot
+pluggable: SepNorm or ShareNorm.
+
+* Graphormer: Ying et al., "Do Transformers Really Perform Bad for Graph
+  Representation?", NeurIPS 2021 (public code: microsoft/Graphormer).
+* SepNorm: Chen et al., "On Separate Normalization in Self-supervised Transformers",
+  NeurIPS 2023.  The virtual graph token is the [CLS] token at position 0; SepNorm
+  normalizes it with its own norm (BatchNorm by default) and the atoms with another
+  (LayerNorm by default).
+
+Read top to bottom: :class:`GraphormerConfig`, :class:`GraphormerLayer`, :class:`Graphormer`.
+Shapes: B graphs, N atoms (padded), L = N + 1 tokens (graph token first), D hidden,
+H heads, K = ``multi_hop_max_dist``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from molsepnorm.nn.attention import ATTENTION_IMPLS, BiasedSelfAttention
+from molsepnorm.nn.encoders import AtomEncoder, DegreeEncoder, GraphAttentionBias
+from molsepnorm.nn.norm import NORM_KINDS, SepNorm, ShareNorm
+
+if TYPE_CHECKING:  # the model reads a batch; it need not import the data package
+    from molsepnorm.data.collate import GraphBatch
+
+__all__ = ["GraphormerConfig", "GraphormerLayer", "Graphormer"]
+
+VOCABS = ("zinc", "ogb")
+NORMS = ("sep", "share")
+
+
+@dataclass
+class GraphormerConfig:
+    """Every hyper-parameter of :class:`Graphormer`; a checkpoint stores :meth:`to_dict`.
+
+    The defaults are Graphormer-slim (the ZINC model of the paper, ~480k parameters).
+    """
+
+    # --- inputs -------------------------------------------------------------------
+    vocab: str = "zinc"  # "zinc": 1 atom column (28 types), bond types 1..3; "ogb": 9 atom / 3 bond columns
+    atom_dims: Optional[list[int]] = None  # cardinality per atom column; None = molsepnorm.chem.vocab_sizes(vocab)
+    bond_dims: Optional[list[int]] = None  # cardinality per bond column; None = likewise
+    # --- structural encodings -------------------------------------------------------
+    num_degree: int = 64  # degree embeddings; higher degrees share the last one
+    num_spatial: int = 64  # SPD buckets: distances clipped to num_spatial - 2, last bucket = unreachable
+    multi_hop_max_dist: int = 5  # K: hops of the edge encoding; collate with the same K
+    # --- transformer ----------------------------------------------------------------
+    num_layers: int = 12
+    hidden_dim: int = 80
+    ffn_dim: int = 80
+    num_heads: int = 8
+    dropout: float = 0.1  # input embeddings and the output of each residual branch
+    attention_dropout: float = 0.1  # attention probabilities
+    activation_dropout: float = 0.1  # after the FFN's GELU
+    pre_ln: bool = True  # pre-LN layers + final norm (the paper); False: input norm + post-LN layers (fairseq's default)
+    attention: str = "math"  # "math" (faster on CPU, measured) or "sdpa"
+    # --- normalization: the module used in every norm slot -----------------------------
+    norm: str = "sep"  # "sep": SepNorm(cls_norm, token_norm); "share": ShareNorm(token_norm) for all tokens
+    cls_norm: str = "batch"  # graph-token norm of SepNorm: "batch" | "layer" | "rms" | "none"
+    token_norm: str = "layer"  # atom-token norm (and ShareNorm's only norm): same kinds
+    # --- head -----------------------------------------------------------------------
+    num_tasks: int = 1  # outputs (logits for classification); the loss belongs to training
+
+    def __post_init__(self) -> None:
+        if self.vocab not in VOCABS:
+            raise ValueError(f"vocab must be one of {VOCABS}, got {self.vocab!r}")
+        if self.atom_dims is None or self.bond_dims is None:
+            from molsepnorm.chem import vocab_sizes
+
+            sizes = vocab_sizes(self.vocab)
+            self.atom_dims = list(sizes["atom"]) if self.atom_dims is None else self.atom_dims
+            self.bond_dims = list(sizes["bond"]) if self.bond_dims is None else self.bond_dims
+        self.atom_dims = [int(d) for d in self.atom_dims]
+        self.bond_dims = [int(d) for d in self.bond_dims]
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        for name in ("cls_norm", "token_norm"):
+            if getattr(self, name) not in NORM_KINDS:
+                raise ValueError(f"{name} must be one of {NORM_KINDS}, got {getattr(self, name)!r}")
+        if self.attention not in ATTENTION_IMPLS:
+            raise ValueError(f"attention must be one of {ATTENTION_IMPLS}, got {self.attention!r}")
+        if self.hidden_dim % self.num_heads != 0:
+            raise ValueError(f"hidden_dim {self.hidden_dim} is not divisible by num_heads {self.num_heads}")
+        for name in ("num_layers", "hidden_dim", "ffn_dim", "num_heads", "num_degree", "multi_hop_max_dist", "num_tasks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_spatial < 3:
+            raise ValueError(f"num_spatial must be >= 3, got {self.num_spatial}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (vocabulary sizes resolved) that :meth:`from_dict` turns back into this config."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "GraphormerConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown Graphormer config keys {unknown}; known keys: {sorted(known)}")
+        return cls(**d)
+
+    @classmethod
+    def from_yaml(cls, path: Union[str, Path]) -> "GraphormerConfig":
+        """Read the top-level ``model:`` mapping of a YAML file (other sections are ignored)."""
+        import yaml
+
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh) or {}
+        if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+            raise ValueError(f"{path}: expected a top-level 'model:' mapping of GraphormerConfig fields")
+        return cls.from_dict(doc["model"])
+
+
+def make_norm(cfg: GraphormerConfig) -> nn.Module:
+    """The module of one normalization slot, called as ``norm(x (B, L, D), mask (B, L))``."""
+    if cfg.norm == "sep":
+        return SepNorm(cfg.hidden_dim, cls_norm=cfg.cls_norm, token_norm=cfg.token_norm, cls_index=0)
+    return ShareNorm(cfg.hidden_dim, norm=cfg.token_norm)
+
+
+class GraphormerLayer(nn.Module):
+    """One transformer layer, pre-LN (the paper) or post-LN:
+
+    pre-LN:  x = x + Drop(Attn(Norm1(x), bias));  x = x + Drop(FFN(Norm2(x)))
+    post-LN: x = Norm1(x + Drop(Attn(x, bias)));  x = Norm2(x + Drop(FFN(x)))
+    """
+
+    def __init__(self, cfg: GraphormerConfig):
+        super().__init__()
+        self.pre_ln = cfg.pre_ln
+        self.dropout = cfg.dropout
+        self.activation_dropout = cfg.activation_dropout
+        self.attn_norm = make_norm(cfg)
+        self.attn = BiasedSelfAttention(cfg.hidden_dim, cfg.num_heads, cfg.attention_dropout, cfg.attention)
+        self.ffn_norm = make_norm(cfg)
+        self.fc1 = nn.Linear(cfg.hidden_dim, cfg.ffn_dim)
+        self.fc2 = nn.Linear(cfg.ffn_dim, cfg.hidden_dim)
+
+    def reset_parameters(self) -> None:
+        self.attn_norm.reset_parameters()
+        self.attn.reset_parameters()
+        self.ffn_norm.reset_parameters()
+        for linear in (self.fc1, self.fc2):
+            nn.init.normal_(linear.weight, std=0.02)
+            nn.init.zeros_(linear.bias)
+
+    def _ffn(self, x: Tensor) -> Tensor:
+        x = F.dropout(F.gelu(self.fc1(x)), self.activation_dropout, self.training)
+        return self.fc2(x)
+
+    def _drop(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.dropout, self.training)
+
+    def forward(self, x: Tensor, bias: Tensor, mask: Tensor) -> Tensor:
+        """x (B, L, D), bias (B, H, L, L), mask (B, L) bool (True = real token) -> (B, L, D)."""
+        if self.pre_ln:
+            x = x + self._drop(self.attn(self.attn_norm(x, mask), bias))
+            x = x + self._drop(self._ffn(self.ffn_norm(x, mask)))
+        else:
+            x = self.attn_norm(x + self._drop(self.attn(x, bias)), mask)
+            x = self.ffn_norm(x + self._drop(self._ffn(x)), mask)
+        return x
+
+
+class Graphormer(nn.Module):
+    """Graph-level Graphormer: a :class:`~molsepnorm.data.collate.GraphBatch` -> (B, num_tasks).
+
+    Tokens are ``[graph token, atom_1 .. atom_N]``; atom tokens are atom + degree
+    embeddings.  The attention bias (B, H, N+1, N+1) -- spatial and multi-hop edge
+    encodings, virtual distances of the graph token, ``-inf`` on padded keys -- is built
+    once per batch and shared by all layers.  Norm slots: two per layer plus the final
+    norm (pre-LN) or the input norm (post-LN), each a SepNorm or a ShareNorm that is
+    given the padding mask.  The prediction is a linear head on the graph token after
+    the final norm.
+    """
+
+    def __init__(self, config: GraphormerConfig):
+        super().__init__()
+        self.config = config
+        D = config.hidden_dim
+        self.atom_encoder = AtomEncoder(config.atom_dims, D)
+        self.degree_encoder = DegreeEncoder(config.num_degree, D)
+        self.graph_token = nn.Parameter(torch.empty(D))
+        self.attn_bias = GraphAttentionBias(
+            config.bond_dims, config.num_heads, config.num_spatial, config.multi_hop_max_dist
+        )
+        # pre-LN ends with a final norm; post-LN (as fairseq's Graphormer) starts with one
+        self.input_norm = None if config.pre_ln else make_norm(config)
+        self.layers = nn.ModuleList(GraphormerLayer(config) for _ in range(config.num_layers))
+        self.final_norm = make_norm(config) if config.pre_ln else None
+        self.head = nn.Linear(D, config.num_tasks)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Reference initialization: N(0, 0.02) weights, zero biases, fresh norms."""
+        self.atom_encoder.reset_parameters()
+        self.degree_encoder.reset_parameters()
+        nn.init.normal_(self.graph_token, std=0.02)
+        self.attn_bias.reset_parameters()
+        for layer in self.layers:
+            layer.reset_parameters()
+        for norm in (self.input_norm, self.final_norm):
+            if norm is not None:
+                norm.reset_parameters()
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def encode(self, batch: GraphBatch) -> Tensor:
+        """All token states after the last layer (and the final norm): (B, N+1, D); padding is zero."""
+        K = self.config.multi_hop_max_dist
+        if batch.edge_path.size(-1) < K:
+            raise ValueError(
+                f"batch was collated with multi_hop_max_dist={batch.edge_path.size(-1)} but the model "
+                f"uses {K}: collate with GraphCollator({K})"
+            )
+        B, N = batch.node_mask.shape
+        mask = torch.cat([batch.node_mask.new_ones(B, 1), batch.node_mask], 1)  # (B, N+1)
+        bias = self.attn_bias(batch.spd, batch.edge_attr, batch.edge_path, batch.node_mask)  # (B, H, N+1, N+1)
+
+        atoms = self.atom_encoder(batch.x) + self.degree_encoder(batch.degree)  # (B, N, D)
+        atoms = atoms * batch.node_mask.unsqueeze(-1)  # padding starts at zero
+        h = torch.cat([self.graph_token.view(1, 1, -1).expand(B, 1, -1), atoms], 1)  # (B, N+1, D)
+        if self.input_norm is not None:
+            h = self.input_norm(h, mask)
+        h = F.dropout(h, self.config.dropout, self.training)
+        for layer in self.layers:
+            h = layer(h, bias, mask)
+        if self.final_norm is not None:
+            h = self.final_norm(h, mask)
+        return h
+
+    def embed(self, batch: GraphBatch) -> Tensor:
+        """The graph-token embedding after the last norm (the head's input): (B, D)."""
+        return self.encode(batch)[:, 0]
+
+    def forward(self, batch: GraphBatch, return_embedding: bool = False) -> Tensor:
+        """(B, num_tasks) outputs (logits for classification), or (B, D) with ``return_embedding``."""
+        g = self.embed(batch)  # (B, D)
+        return g if return_embedding else self.head(g)
