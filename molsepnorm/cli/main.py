@@ -17,9 +17,13 @@ def cli() -> None:
     """
 
 
+from molsepnorm.cli.evaluate import evaluate  # noqa: E402
 from molsepnorm.cli.prepare import prepare  # noqa: E402
+from molsepnorm.cli.train import train  # noqa: E402
 
 cli.add_command(prepare)
+cli.add_command(train)
+cli.add_command(evaluate)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,0 +1,178 @@
+"""``molsepnorm train``: train a Graphormer (SepNorm or ShareNorm) and write a run directory.
+
+A thin layer over :mod:`molsepnorm.train`: flags become dotted overrides of the YAML
+preset, the library does the rest.  Nothing heavy is imported at module level, so
+``molsepnorm --help`` stays fast.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any
+
+import click
+
+# flag name -> dotted config key (flags left at None do not override the preset)
+_OVERRIDES = {
+    "dataset": "data.dataset",
+    "data_root": "data.data_root",
+    "norm": "model.norm",
+    "epochs": "train.epochs",
+    "max_steps": "train.max_steps",
+    "batch_size": "train.batch_size",
+    "lr": "train.lr",
+    "seed": "train.seed",
+    "device": "train.device",
+    "num_workers": "train.num_workers",
+    "patience": "train.patience",
+    "threads": "train.threads",
+    "batching": "train.batching",
+    "checkpoint_every": "train.checkpoint_every_steps",
+}
+_CSV_FLAGS = ("smiles_column", "target_columns", "split", "split_seed", "vocab")
+# what --resume accepts besides the run directory
+_RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
+
+
+@click.command("train")
+@click.option("--dataset", "-d", default=None,
+              help="zinc-subset, zinc, molhiv, nci-tpsa, or a CSV/TSV of SMILES and targets (else the config's).")
+@click.option("--norm", type=click.Choice(["sep", "share"]), default=None,
+              help="SepNorm (BatchNorm for the graph token, LayerNorm for atoms) or ShareNorm (one LayerNorm).")
+@click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="YAML preset with model:/train:/data: sections, e.g. configs/zinc-slim.yaml. Flags override it.")
+@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Epochs to train.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None,
+              help="Stop after this many optimizer steps (the schedule decays over them).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Molecules per batch (per process under DDP).")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None, help="Peak learning rate.")
+@click.option("--seed", type=int, default=None, help="Random seed (weights, batches, dropout).")
+@click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
+              help="Run directory to create (default: runs/<data set>-<norm>-seed<N>-<time>).")
+@click.option("--data-root", type=click.Path(file_okay=False), default=None,
+              help="Folder holding raw data sets (default: $MOLSEPNORM_DATA, else ~/.cache/molsepnorm/data).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None,
+              help="cpu, cuda (bf16 autocast), or auto (cuda when available).")
+@click.option("--resume", type=click.Path(file_okay=False), default=None,
+              help="Continue the interrupted run in this directory from its last.pt.")
+@click.option("--nproc", type=click.IntRange(min=1), default=None,
+              help="Train on N local processes with DDP (runs torchrun; gloo on CPU, NCCL on GPUs).")
+@click.option("--smiles-column", default=None, help="CSV: column holding the SMILES (default: smiles).")
+@click.option("--target-columns", default=None,
+              help="CSV: comma-separated target columns (default: every column but SMILES and split).")
+@click.option("--split", default=None, help="CSV: random | scaffold | column:NAME (a column of train/val/test).")
+@click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split.")
+@click.option("--vocab", type=click.Choice(["ogb", "zinc"]), default=None, help="CSV: featurizer vocabulary.")
+@click.option("--batching", type=click.Choice(["random", "bucket"]), default=None,
+              help="random: shuffled batches (default); bucket: batches of similar-size molecules (less padding).")
+@click.option("--patience", type=click.IntRange(min=1), default=None,
+              help="Early stopping: epochs without validation improvement.")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
+              help="Also write last.pt every N steps within an epoch.")
+@click.option("--num-workers", type=click.IntRange(min=0), default=None, help="DataLoader worker processes.")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (torch.set_num_threads).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on).")
+@click.pass_context
+def train(ctx: click.Context, **flags: Any) -> None:
+    """Train a Graphormer; evaluate on validation each epoch; test the best checkpoint.
+
+    \b
+    Examples:
+      molsepnorm train --dataset zinc-subset --norm sep --config configs/zinc-slim.yaml --epochs 10
+      molsepnorm train --dataset my.csv --target-columns logS --norm share --out runs/logs
+      molsepnorm train --resume runs/logs          # after an interruption
+      torchrun --nproc_per_node=2 -m molsepnorm train --config configs/tiny.yaml --out runs/ddp
+
+    The run directory holds config.yaml, split.json, metrics.jsonl / metrics.csv,
+    train.log, best.pt, last.pt and results.json.
+    """
+    from molsepnorm.errors import MolsepnormError
+
+    nproc = flags.pop("nproc")
+    if nproc is not None and nproc > 1 and "WORLD_SIZE" not in os.environ:
+        ctx.exit(_spawn(nproc, ctx))
+    try:
+        if flags["resume"] is not None:
+            result = _resume(ctx, flags)
+        else:
+            result = _train(flags)
+    except MolsepnormError as err:
+        raise click.ClickException(str(err)) from err
+    if int(os.environ.get("RANK", "0")) == 0:
+        _print_summary(result)
+
+
+def _train(flags: dict[str, Any]) -> Any:
+    from molsepnorm.cli.options import dataset_kwargs
+    from molsepnorm.train.api import train as run_training
+    from molsepnorm.train.config import load_experiment_config
+
+    overrides: dict[str, Any] = {key: flags[name] for name, key in _OVERRIDES.items()}
+    overrides["train.progress"] = flags["progress"]
+    csv = dataset_kwargs(*(flags[name] for name in _CSV_FLAGS))
+    overrides.update({f"data.{key}": value for key, value in csv.items()})
+    config = load_experiment_config(flags["config_path"], overrides)
+    return run_training(config, out=flags["out"])
+
+
+def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
+    from molsepnorm.train.api import resume
+
+    given = [name for name, value in flags.items()
+             if value is not None and name not in _RESUME_FLAGS
+             and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+    if given:
+        names = ", ".join("--" + n.replace("_", "-").replace("config-path", "config") for n in given)
+        raise click.UsageError(f"--resume continues a run with its own config.yaml; {names} cannot be changed "
+                               "(only --device, --data-root and --progress may be given)")
+    return resume(flags["resume"], device=flags["device"], data_root=flags["data_root"], progress=flags["progress"])
+
+
+def _spawn(nproc: int, ctx: click.Context) -> int:
+    """Run this very command on ``nproc`` processes with torchrun; its exit status."""
+    from molsepnorm.train.distributed import spawn_command
+
+    command = spawn_command(nproc, argv_from_context(ctx, skip=("nproc",)))
+    click.echo(f"molsepnorm: {' '.join(command)}", err=True)
+    return subprocess.call(command)
+
+
+def argv_from_context(ctx: click.Context, skip: tuple[str, ...] = ()) -> list[str]:
+    """The options given to this command (not their defaults), as command-line arguments."""
+    argv: list[str] = []
+    for param in ctx.command.params:
+        name = param.name
+        if not isinstance(param, click.Option) or name in skip or name is None:
+            continue
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT:
+            continue
+        value = ctx.params.get(name)
+        if value is None:
+            continue
+        if param.is_flag and param.secondary_opts:
+            argv.append(param.opts[0] if value else param.secondary_opts[0])
+        elif param.is_flag:
+            if value:
+                argv.append(param.opts[0])
+        else:
+            argv.extend([_long_name(param), str(value)])
+    return argv
+
+
+def _long_name(param: click.Option) -> str:
+    return next((o for o in param.opts if o.startswith("--")), param.opts[0])
+
+
+def _print_summary(result: Any) -> None:
+    from molsepnorm.train.run_dir import summary_table
+
+    click.echo(summary_table({"val": result.val, "test": result.test}))
+    best = f"best epoch {result.best_epoch}" if result.best_epoch is not None else "no best epoch"
+    where = f"; run directory {result.run_dir}" if result.run_dir is not None else ""
+    click.echo(f"{best} of {result.epochs} ({result.steps} steps, stopped: {result.stopped}, "
+               f"{result.seconds:.0f} s){where}")
+
+
+if __name__ == "__main__":  # ``python -m molsepnorm.cli.train``: what --nproc runs under torchrun
+    train()

@@ -1,0 +1,246 @@
+"""Training configuration: a YAML preset, overridden by command-line flags, saved resolved.
+
+A preset (``configs/*.yaml``) has three sections::
+
+    model:   # GraphormerConfig fields (molsepnorm.nn), kept here as a plain dict
+    train:   # TrainConfig fields (optimizer, schedule, batches, loss, seed, device)
+    data:    # DataConfig fields (which data set, where, how to split a CSV)
+
+Flags override single keys (``{"train.lr": 1e-4, "model.norm": "share"}``); ``None``
+means "not given".  The resolved :class:`ExperimentConfig` is written to the run
+directory as ``config.yaml`` and is all that :func:`molsepnorm.train.resume` needs.
+
+This module imports neither torch nor the model, so the CLI can parse and check a
+configuration before anything heavy is loaded.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Union
+
+import yaml
+
+from molsepnorm.errors import MolsepnormError
+
+PathLike = Union[str, os.PathLike]
+
+LOSSES = ("auto", "l1", "mse", "bce")
+BATCHINGS = ("random", "bucket")
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+class ConfigError(MolsepnormError, ValueError):
+    """A configuration file or flag has an unknown key or an invalid value."""
+
+
+@dataclass
+class TrainConfig:
+    """How to train: optimizer, schedule, batches, loss, seed and device.
+
+    Defaults follow the published Graphormer recipe (AdamW, lr 2e-4, warm-up then linear
+    decay to 1e-9, weight decay 0.01, gradient clipping at norm 5).
+    """
+
+    epochs: Optional[int] = 10  # epochs to run; None: as many as max_steps needs
+    max_steps: Optional[int] = None  # optimizer steps; stops mid-epoch when reached
+    batch_size: int = 64  # graphs per batch (per device under DDP)
+    eval_batch_size: Optional[int] = None  # graphs per evaluation batch; None: 2 * batch_size
+    batching: str = "random"  # "random": shuffled batches of batch_size graphs;
+    # "bucket": size-bucketed batches under max_tokens (at most batch_size graphs)
+    max_tokens: Optional[int] = None  # token budget of a bucketed batch; None: batch_size * mean size
+    lr: float = 2e-4  # peak learning rate
+    end_lr: float = 1e-9  # learning rate at the last step
+    warmup_steps: Optional[int] = None  # linear warm-up steps; None: warmup_fraction of all steps
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    clip_norm: Optional[float] = 5.0  # max gradient norm; None: no clipping
+    loss: str = "auto"  # "l1" | "mse" | "bce" | "auto" (l1 for regression, bce for binary)
+    standardize_targets: bool = True  # regression targets scaled to mean 0, std 1 for training
+    seed: int = 0
+    device: str = "auto"  # "cpu" | "cuda" | "auto" (cuda when available)
+    precision: str = "auto"  # "fp32" | "bf16" (autocast, CUDA only) | "auto" (bf16 on CUDA)
+    num_workers: int = 0  # DataLoader workers
+    patience: Optional[int] = None  # stop after this many epochs without improvement
+    checkpoint_every_steps: Optional[int] = None  # also write last.pt every N steps mid-epoch
+    threads: Optional[int] = None  # torch.set_num_threads on CPU; None: leave as is
+    progress: bool = True  # progress bar on the terminal (rank 0 only)
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first invalid value."""
+        if self.epochs is None and self.max_steps is None:
+            raise ConfigError("train: give epochs or max_steps (or both)")
+        _positive("train.epochs", self.epochs, allow_none=True)
+        _positive("train.max_steps", self.max_steps, allow_none=True)
+        _positive("train.batch_size", self.batch_size)
+        _positive("train.eval_batch_size", self.eval_batch_size, allow_none=True)
+        _positive("train.max_tokens", self.max_tokens, allow_none=True)
+        _positive("train.patience", self.patience, allow_none=True)
+        _positive("train.checkpoint_every_steps", self.checkpoint_every_steps, allow_none=True)
+        _positive("train.threads", self.threads, allow_none=True)
+        if not self.lr > 0:
+            raise ConfigError(f"train.lr must be positive, got {self.lr}")
+        if not 0 <= self.end_lr <= self.lr:
+            raise ConfigError(f"train.end_lr must be in [0, lr], got {self.end_lr}")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ConfigError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ConfigError(f"train.warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"train.weight_decay must be >= 0, got {self.weight_decay}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ConfigError(f"train.clip_norm must be positive or null, got {self.clip_norm}")
+        if self.num_workers < 0:
+            raise ConfigError(f"train.num_workers must be >= 0, got {self.num_workers}")
+        _choice("train.loss", self.loss, LOSSES)
+        _choice("train.batching", self.batching, BATCHINGS)
+        _choice("train.device", self.device, DEVICES)
+        _choice("train.precision", self.precision, PRECISIONS)
+        if len(self.adam_betas) != 2:
+            raise ConfigError(f"train.adam_betas must have two values, got {self.adam_betas}")
+
+
+@dataclass
+class DataConfig:
+    """Which data set to train on, where its raw files are, and how to split a CSV.
+
+    ``dataset`` is a registered name (``zinc-subset``, ``zinc``, ``molhiv``, ``nci-tpsa``)
+    or the path of a CSV file; ``options`` are passed on to
+    :func:`molsepnorm.load_dataset` (for a CSV: ``smiles_column``, ``target_columns``,
+    ``split``, ``seed``, ...).
+    """
+
+    dataset: Optional[str] = None
+    data_root: Optional[str] = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` if no data set is named."""
+        if not self.dataset:
+            raise ConfigError("data.dataset is not set: give --dataset NAME or a CSV path")
+        if not isinstance(self.options, dict):
+            raise ConfigError(f"data.options must be a mapping, got {type(self.options).__name__}")
+
+
+@dataclass
+class ExperimentConfig:
+    """Model, training and data configuration of one run."""
+
+    model: dict[str, Any] = field(default_factory=dict)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+
+    def validate(self) -> None:
+        """Check the training and data sections (the model checks its own on construction)."""
+        self.train.validate()
+        self.data.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain-data copy (YAML- and checkpoint-safe)."""
+        train = dataclasses.asdict(self.train)
+        train["adam_betas"] = [float(b) for b in self.train.adam_betas]
+        return {"model": dict(self.model), "train": train, "data": dataclasses.asdict(self.data)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], source: str = "configuration") -> "ExperimentConfig":
+        """Build from ``{"model": ..., "train": ..., "data": ...}``; unknown keys are errors."""
+        unknown = set(raw) - {"model", "train", "data"}
+        if unknown:
+            raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}; expected model, train, data")
+        model = raw.get("model") or {}
+        if not isinstance(model, Mapping):
+            raise ConfigError(f"{source}: section 'model' must be a mapping")
+        train = _dataclass_from(TrainConfig, raw.get("train") or {}, f"{source}: train")
+        train.adam_betas = tuple(float(b) for b in train.adam_betas)  # type: ignore[assignment]
+        data = _dataclass_from(DataConfig, raw.get("data") or {}, f"{source}: data")
+        data.options = dict(data.options or {})
+        return cls(model=dict(model), train=train, data=data)
+
+    def save_yaml(self, path: PathLike) -> None:
+        """Write the configuration to ``path`` as YAML."""
+        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+
+
+def read_yaml(path: PathLike) -> dict[str, Any]:
+    """Read a YAML mapping, with errors that name the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {path}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with sections model/train/data")
+    return raw
+
+
+def load_experiment_config(
+    path: Optional[PathLike] = None, overrides: Optional[Mapping[str, Any]] = None
+) -> ExperimentConfig:
+    """Read a preset (or start from the defaults) and apply dotted-key overrides.
+
+    Args:
+        path: a YAML file with ``model:``, ``train:`` and ``data:`` sections, or None.
+        overrides: ``{"train.lr": 1e-4, "model.norm": "share", ...}``; ``None`` values are
+            ignored (flag not given).
+
+    Returns:
+        The merged, validated configuration.
+    """
+    raw = read_yaml(path) if path is not None else {}
+    source = str(path) if path is not None else "configuration"
+    config = ExperimentConfig.from_dict(raw, source=source)
+    config = apply_overrides(config, overrides or {})
+    config.validate()
+    return config
+
+
+def apply_overrides(config: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:
+    """A copy of ``config`` with ``section.key`` values replaced (``None`` values skipped)."""
+    raw = config.to_dict()
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        if section not in raw or not key:
+            raise ConfigError(f"override {dotted!r}: expected model.KEY, train.KEY or data.KEY")
+        if section == "data" and key not in {f.name for f in dataclasses.fields(DataConfig)}:
+            raw["data"]["options"][key] = value  # a load_dataset option such as smiles_column
+        else:
+            raw[section][key] = value
+    return ExperimentConfig.from_dict(raw, source="overrides")
+
+
+def _dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where} must be a mapping")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(names)}")
+    try:
+        return cls(**values)
+    except TypeError as exc:  # pragma: no cover - guarded by the key check above
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _positive(name: str, value: Optional[int], allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")

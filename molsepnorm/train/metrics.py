@@ -1,0 +1,115 @@
+"""Evaluation metrics, computed per target on the labelled entries and averaged.
+
+Regression: ``mae``, ``rmse``, ``r2``.  Binary classification: ``rocauc``, ``prauc``
+(average precision).  A missing target (NaN) is left out of its column; a column with no
+labels (or, for classification, a single class) is left out of the average, as OGB
+does.  For ogbg-molhiv, ``rocauc`` comes from OGB's own ``Evaluator``.  With more than
+one target the per-target values are reported too, as ``"mae/<target name>"``.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+# metric name -> True if larger is better
+HIGHER_IS_BETTER = {"mae": False, "rmse": False, "r2": True, "rocauc": True, "prauc": True, "loss": False}
+REGRESSION_METRICS = ("mae", "rmse", "r2")
+BINARY_METRICS = ("rocauc", "prauc")
+OGB_EVALUATORS = {"molhiv": "ogbg-molhiv", "ogbg-molhiv": "ogbg-molhiv"}
+
+
+def is_better(metric: str, new: float, best: Optional[float]) -> bool:
+    """Whether ``new`` improves on ``best`` for ``metric``; a NaN never improves."""
+    if new is None or not math.isfinite(new):
+        return False
+    if best is None or not math.isfinite(best):
+        return True
+    return new > best if HIGHER_IS_BETTER[metric] else new < best
+
+
+def compute_metrics(
+    task: str,
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    target_names: Optional[Sequence[str]] = None,
+    dataset: Optional[str] = None,
+) -> dict[str, float]:
+    """Metrics of predictions in original units.
+
+    Args:
+        task: ``"regression"`` or ``"binary"``.
+        y_true: ``[N, T]`` targets, NaN where missing.
+        y_pred: ``[N, T]`` predictions (regression) or probabilities/scores (binary).
+        target_names: names of the ``T`` targets, for the per-target keys.
+        dataset: data set name; ``molhiv`` uses OGB's Evaluator for ``rocauc``.
+
+    Returns:
+        ``{"mae": ..., "rmse": ..., "r2": ...}`` or ``{"rocauc": ..., "prauc": ...}``, plus
+        ``"<metric>/<target>"`` entries when there are several targets.
+    """
+    y_true = _as_2d(y_true)
+    y_pred = _as_2d(y_pred)
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"y_true {y_true.shape} and y_pred {y_pred.shape} differ in shape")
+    names = list(target_names) if target_names is not None else [str(i) for i in range(y_true.shape[1])]
+    if task == "regression":
+        per_target = [_regression_column(y_true[:, t], y_pred[:, t]) for t in range(y_true.shape[1])]
+        keys = REGRESSION_METRICS
+    elif task == "binary":
+        per_target = [_binary_column(y_true[:, t], y_pred[:, t]) for t in range(y_true.shape[1])]
+        keys = BINARY_METRICS
+    else:
+        raise ValueError(f"unknown task {task!r}; expected 'regression' or 'binary'")
+    out = {k: _nanmean([m[k] for m in per_target]) for k in keys}
+    if task == "binary" and dataset in OGB_EVALUATORS:
+        out["rocauc"] = ogb_rocauc(OGB_EVALUATORS[dataset], y_true, y_pred)
+    if len(names) > 1:
+        for name, m in zip(names, per_target):
+            for k in keys:
+                out[f"{k}/{name}"] = m[k]
+    return out
+
+
+def ogb_rocauc(name: str, y_true: np.ndarray, y_score: np.ndarray) -> float:
+    """ROC-AUC from OGB's ``Evaluator(name)`` (NaN when no target has both classes)."""
+    os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb's background PyPI check, offline here
+    from ogb.graphproppred import Evaluator
+
+    try:
+        return float(Evaluator(name).eval({"y_true": y_true, "y_pred": y_score})["rocauc"])
+    except RuntimeError:  # OGB: no positively and negatively labelled data
+        return float("nan")
+
+
+def _regression_column(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    mask = np.isfinite(y)
+    if not mask.any():
+        return {k: float("nan") for k in REGRESSION_METRICS}
+    y, p = y[mask].astype(np.float64), p[mask].astype(np.float64)
+    err = p - y
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((err**2).sum()) / ss_tot if ss_tot > 0 else float("nan")
+    return {"mae": float(np.abs(err).mean()), "rmse": float(np.sqrt((err**2).mean())), "r2": r2}
+
+
+def _binary_column(y: np.ndarray, s: np.ndarray) -> dict[str, float]:
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    mask = np.isfinite(y)
+    y, s = y[mask], s[mask]
+    if y.size == 0 or len(np.unique(y)) < 2:
+        return {k: float("nan") for k in BINARY_METRICS}
+    return {"rocauc": float(roc_auc_score(y, s)), "prauc": float(average_precision_score(y, s))}
+
+
+def _nanmean(values: Sequence[float]) -> float:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+def _as_2d(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    return a[:, None] if a.ndim == 1 else a

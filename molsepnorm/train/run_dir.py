@@ -1,0 +1,215 @@
+"""The run directory of one training run, and the summary table printed at its end.
+
+Layout::
+
+    RUN_DIR/
+      config.yaml      resolved configuration (model / train / data): all that --resume needs
+      split.json       the molecules of each split (indices into the full data set) + sizes
+      metrics.jsonl    one JSON object per epoch (train loss, validation metrics, lr, speed)
+      metrics.csv      the same rows as CSV
+      train.log        the log
+      best.pt          best-on-validation checkpoint (test metrics added at the end)
+      last.pt          latest checkpoint, with optimizer / scheduler / RNG state, for --resume
+      results.json     final validation and test metrics of the best checkpoint
+
+Only rank 0 writes here.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from molsepnorm.errors import MolsepnormError
+
+PathLike = Union[str, os.PathLike]
+LOGGER_NAME = "molsepnorm.train"
+
+
+class RunDirError(MolsepnormError, ValueError):
+    """A run directory cannot be used (exists when starting, incomplete when resuming)."""
+
+
+class RunDir:
+    """Paths and writers of a run directory (see the module docstring)."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = Path(path)
+
+    config = property(lambda self: self.path / "config.yaml")
+    split = property(lambda self: self.path / "split.json")
+    metrics_jsonl = property(lambda self: self.path / "metrics.jsonl")
+    metrics_csv = property(lambda self: self.path / "metrics.csv")
+    log = property(lambda self: self.path / "train.log")
+    best = property(lambda self: self.path / "best.pt")
+    last = property(lambda self: self.path / "last.pt")
+    results = property(lambda self: self.path / "results.json")
+
+    def create(self) -> None:
+        """Make the directory for a new run; refuse one that already holds a run."""
+        if self.last.exists() or self.metrics_jsonl.exists():
+            raise RunDirError(
+                f"{self.path} already holds a run; continue it with --resume {self.path}, "
+                "or choose another --out directory"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def check_resumable(self) -> None:
+        """Raise :class:`RunDirError` unless the directory has a config and a last checkpoint."""
+        if not self.path.is_dir():
+            raise RunDirError(f"cannot resume: run directory {self.path} does not exist")
+        for needed in (self.config, self.last):
+            if not needed.is_file():
+                raise RunDirError(f"cannot resume {self.path}: {needed.name} is missing (did the run "
+                                  "finish its first epoch?)")
+
+    # --- split ------------------------------------------------------------------------
+    def write_split(self, split_indices: Mapping[str, np.ndarray], info: Optional[Mapping[str, Any]] = None) -> None:
+        """The indices of each split, so the exact molecules of a run are on record."""
+        payload = {"sizes": {k: int(len(v)) for k, v in split_indices.items()},
+                   "indices": {k: np.asarray(v).astype(int).tolist() for k, v in split_indices.items()}}
+        if info:
+            payload["info"] = _jsonable(dict(info))
+        _write_text_atomic(self.split, json.dumps(payload))
+
+    # --- metrics ----------------------------------------------------------------------
+    def append_metrics(self, row: Mapping[str, Any]) -> None:
+        """Append one epoch's row to ``metrics.jsonl`` and rewrite ``metrics.csv``."""
+        with open(self.metrics_jsonl, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(_jsonable(dict(row))) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._write_csv(self.read_metrics())
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """The rows of ``metrics.jsonl`` (a torn last line, from a killed run, is ignored)."""
+        if not self.metrics_jsonl.is_file():
+            return []
+        rows = []
+        for line in self.metrics_jsonl.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return rows
+
+    def truncate_metrics(self, last_epoch: int) -> None:
+        """Keep the rows of epochs ``<= last_epoch`` (on resume, drop epochs done after the checkpoint)."""
+        rows = [r for r in self.read_metrics() if int(r.get("epoch", 0)) <= last_epoch]
+        _write_text_atomic(self.metrics_jsonl, "".join(json.dumps(r) + "\n" for r in rows))
+        self._write_csv(rows)
+
+    def _write_csv(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        keys: list[str] = []
+        for row in rows:
+            keys.extend(k for k in row if k not in keys)
+        tmp = self.metrics_csv.with_name(self.metrics_csv.name + ".tmp")
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, self.metrics_csv)
+
+    def write_results(self, results: Mapping[str, Any]) -> None:
+        """``results.json``: the final metrics of the best checkpoint."""
+        _write_text_atomic(self.results, json.dumps(_jsonable(dict(results)), indent=2) + "\n")
+
+
+def setup_logger(run_dir: Optional[RunDir], is_main: bool, console: bool = True) -> logging.Logger:
+    """The ``molsepnorm.train`` logger: ``train.log`` plus the terminal on rank 0, quiet elsewhere.
+
+    Terminal messages go through ``tqdm.write`` so they do not break the progress bar.
+    Call :func:`close_logger` at the end of the run.
+    """
+    logger = logging.getLogger(LOGGER_NAME)
+    close_logger(logger)
+    logger.propagate = False
+    logger.setLevel(logging.INFO if is_main else logging.WARNING)
+    if is_main and run_dir is not None:
+        handler = logging.FileHandler(run_dir.log, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+        logger.addHandler(handler)
+    if is_main and console:
+        logger.addHandler(_TqdmHandler())
+    return logger
+
+
+def close_logger(logger: Optional[logging.Logger] = None) -> None:
+    """Remove and close the handlers of the training logger."""
+    logger = logger or logging.getLogger(LOGGER_NAME)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+
+
+class _TqdmHandler(logging.Handler):
+    """Terminal output that keeps the progress bar intact; skips records marked ``file_only``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm import tqdm
+
+        if getattr(record, "file_only", False):
+            return
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # pragma: no cover - logging must never crash training
+            self.handleError(record)
+
+
+def summary_table(rows: Mapping[str, Mapping[str, float]], metrics: Optional[Iterable[str]] = None) -> str:
+    """A fixed-width table, one row per split, one column per metric::
+
+        split    mae     rmse    r2
+        val      0.1234  0.2345  0.9512
+        test     0.1301  0.2410  0.9488
+    """
+    if metrics is None:
+        metrics = []
+        for values in rows.values():
+            metrics.extend(k for k in values if "/" not in k and k not in metrics)
+    metrics = list(metrics)
+    header = ["split", *metrics]
+    body = [[split, *(_fmt(values.get(m)) for m in metrics)] for split, values in rows.items()]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *body]]
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4f}"
+    return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON types; non-finite floats become None (JSON has no NaN)."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,114 @@
+"""``molsepnorm train`` / ``molsepnorm evaluate`` on the command line."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from molsepnorm.cli.evaluate import evaluate
+from molsepnorm.cli.train import train
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "tiny.yaml"
+
+
+def write_tpsa_csv(path: Path, n: int = 300) -> Path:
+    """The first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv`` as ``smiles,tpsa``."""
+    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
+
+    table, _ = read_tpsa_file(tpsa_file())
+    table.iloc[:n].to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One short CLI training run shared by the tests of this module."""
+    tmp = tmp_path_factory.mktemp("cli")
+    csv = write_tpsa_csv(tmp / "tpsa300.csv")
+    run = tmp / "run"
+    result = CliRunner().invoke(train, ["--config", str(TINY), "--dataset", str(csv), "--norm", "share",
+                                        "--epochs", "2", "--batch-size", "48", "--lr", "0.002", "--seed", "5",
+                                        "--threads", "1", "--no-progress", "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    return run, result
+
+
+def test_train_prints_a_summary_table_and_applies_flags(trained):
+    run, result = trained
+    lines = result.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:4] == ["split", "mae", "rmse", "r2"])
+    assert lines[header + 1].split()[0] == "val" and lines[header + 2].split()[0] == "test"
+    assert f"run directory {run}" in result.stdout
+    config = json.loads(json.dumps(__import__("yaml").safe_load((run / "config.yaml").read_text())))
+    assert config["model"]["norm"] == "share"
+    assert (config["train"]["epochs"], config["train"]["batch_size"], config["train"]["lr"],
+            config["train"]["seed"]) == (2, 48, 0.002, 5)
+    assert "epoch 1" in result.stderr  # the log goes to the terminal too
+
+
+def test_evaluate_prints_test_mae_and_writes_json(trained, tmp_path):
+    run, _ = trained
+    out = tmp_path / "test.json"
+    result = CliRunner().invoke(evaluate, ["--model", str(run / "best.pt"), "--split", "test", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "mae" in result.stdout and "test" in result.stdout
+    report = json.loads(out.read_text())
+    expected = json.loads((run / "results.json").read_text())["test"]
+    assert report["metrics"]["mae"] == pytest.approx(expected["mae"])
+    assert f"{expected['mae']:.4f}" in result.stdout
+    only_json = CliRunner().invoke(evaluate, ["--model", str(run / "best.pt"), "--split", "val", "--json", "-"])
+    assert json.loads(only_json.stdout)["split"] == "val"
+
+
+def test_evaluate_refuses_missing_and_hostile_checkpoints(tmp_path):
+    result = CliRunner().invoke(evaluate, ["--model", str(tmp_path / "nope.pt")])
+    assert result.exit_code == 1 and "nope.pt" in result.output
+
+    class Boom:
+        def __reduce__(self):
+            return (print, ("owned",))
+
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": "molsepnorm-checkpoint", "format_version": 1, "x": Boom()}, evil)
+    result = CliRunner().invoke(evaluate, ["--model", str(evil)])
+    assert result.exit_code == 1 and "refused" in result.output and "owned" not in result.output
+
+
+def test_train_errors_are_one_clear_line(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(train, ["--dataset", "zinc-subsett", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1 and "zinc-subset" in result.output and "Traceback" not in result.output
+    result = runner.invoke(train, ["--out", str(tmp_path / "r2")])
+    assert result.exit_code == 1 and "--dataset" in result.output
+    result = runner.invoke(train, ["--config", str(tmp_path / "missing.yaml"), "--dataset", "nci-tpsa"])
+    assert result.exit_code == 1 and "missing.yaml" in result.output
+
+
+def test_nproc_runs_torchrun_with_the_same_flags(monkeypatch):
+    import molsepnorm.cli.train as mod
+
+    seen = {}
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(mod.subprocess, "call", lambda cmd: seen.setdefault("cmd", cmd) and 0)
+    result = CliRunner().invoke(train, ["--nproc", "2", "--dataset", "nci-tpsa", "--norm", "share",
+                                        "--lr", "0.001", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    cmd = seen["cmd"]
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert cmd[5:7] == ["-m", "molsepnorm.cli.train"]
+    rest = cmd[7:]
+    assert "--nproc" not in rest and "--no-progress" in rest
+    assert rest[rest.index("--dataset") + 1] == "nci-tpsa" and rest[rest.index("--lr") + 1] == "0.001"
+    assert rest[rest.index("--norm") + 1] == "share"
+
+
+def test_cli_modules_do_not_import_torch():
+    code = "import sys, molsepnorm.cli.train, molsepnorm.cli.evaluate; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,125 @@
+"""Training end to end on real data: the run directory, self-describing checkpoints, evaluation."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from molsepnorm.train.api import evaluate_checkpoint, train
+from molsepnorm.train.checkpoint import load_checkpoint, model_from_checkpoint
+from molsepnorm.train.config import load_experiment_config
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "tiny.yaml"
+RUN_FILES = {"config.yaml", "split.json", "metrics.jsonl", "metrics.csv", "train.log", "best.pt", "last.pt",
+             "results.json"}
+
+
+def write_tpsa_csv(path: Path, n: int = 300, binary: bool = False) -> Path:
+    """The first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv``; binary: TPSA > 40."""
+    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
+
+    table, _ = read_tpsa_file(tpsa_file())
+    table = table.iloc[:n].copy()
+    if binary:
+        table["polar"] = (table.pop("tpsa").astype(float) > 40).astype(int)
+    table.to_csv(path, index=False)
+    return path
+
+
+def tiny(dataset, **train_overrides):
+    overrides = {"data.dataset": str(dataset), "train.progress": False, "train.threads": 1}
+    overrides.update({f"train.{k}": v for k, v in train_overrides.items()})
+    return load_experiment_config(TINY, overrides)
+
+
+def test_regression_run_writes_a_complete_run_directory(tmp_path):
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    run = tmp_path / "run"
+    result = train(tiny(csv, epochs=2), out=run, console=False)
+
+    assert RUN_FILES <= {p.name for p in run.iterdir()}
+    assert not list(run.glob("*.tmp"))
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2]
+    assert {"train_loss", "val_mae", "val_rmse", "val_r2", "lr", "graphs_per_second"} <= set(rows[0])
+    assert result.history == rows
+
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["model"]["vocab"] == "ogb" and config["model"]["num_tasks"] == 1  # resolved
+    assert config["data"]["dataset"] == str(csv)
+    split = json.loads((run / "split.json").read_text())
+    assert split["sizes"] == {"train": 240, "val": 30, "test": 30}
+    log = (run / "train.log").read_text()
+    assert "epoch 2" in log and "test" in log  # the summary table is in the log
+
+    results = json.loads((run / "results.json").read_text())
+    assert results["test"] == pytest.approx(result.test)
+    assert results["best_epoch"] == result.best_epoch
+    assert result.val["mae"] == min(r["val_mae"] for r in rows)
+
+
+def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path):
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    run = tmp_path / "run"
+    result = train(tiny(csv, epochs=2), out=run, console=False)
+
+    raw = torch.load(run / "best.pt", map_location="cpu", weights_only=True)  # plain data only
+    assert {"format", "format_version", "package_version", "model", "featurizer", "task", "target_scaling",
+            "data", "config", "metrics", "epoch", "step"} <= set(raw)
+    assert raw["task"] == {"type": "regression", "target_names": ["tpsa"], "metric": "mae", "higher_is_better": False}
+    assert raw["featurizer"]["vocab"] == "ogb" and raw["featurizer"]["multi_hop_max_dist"] == 3
+    assert raw["target_scaling"]["std"][0] > 5  # standardized for training
+    assert raw["metrics"]["test"] == pytest.approx(result.test)
+    assert "training_state" not in raw
+
+    last = load_checkpoint(run / "last.pt")
+    assert {"optimizer", "scheduler", "rng", "progress"} <= set(last["training_state"])
+    assert last["training_state"]["progress"]["step"] == result.steps
+
+    # evaluate: same data set, same split, same numbers, in original units
+    report = evaluate_checkpoint(run / "best.pt", split="test")
+    assert report["metrics"] == pytest.approx(result.test)
+    assert report["num_molecules"] == 30
+    model = model_from_checkpoint(run / "best.pt")
+    assert sum(p.numel() for p in model.parameters()) > 0
+
+
+def test_binary_classification_reports_roc_and_pr_auc(tmp_path):
+    csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
+    run = tmp_path / "run"
+    result = train(tiny(csv, epochs=1), out=run, console=False)
+    assert set(result.test) == {"rocauc", "prauc"}
+    assert 0.0 <= result.test["rocauc"] <= 1.0
+    ckpt = load_checkpoint(run / "best.pt")
+    assert ckpt["task"]["type"] == "binary" and ckpt["target_scaling"] is None
+    assert ckpt["config"]["train"]["loss"] == "auto"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert "val_rocauc" in rows[0] and "val_prauc" in rows[0]
+
+
+def test_refuses_to_overwrite_a_run(tmp_path):
+    from molsepnorm.train.run_dir import RunDirError
+
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    run = tmp_path / "run"
+    train(tiny(csv, epochs=1), out=run, console=False)
+    with pytest.raises(RunDirError, match="--resume"):
+        train(tiny(csv, epochs=1), out=run, console=False)
+
+
+def test_zinc_subset_short_run_reports_test_mae(tmp_path, data_root, assert_data_root_untouched):
+    config = tiny("zinc-subset", max_steps=3, batch_size=16)
+    config.data.data_root = str(data_root)
+    run = tmp_path / "zinc"
+    result = train(config, out=run, console=False)
+    assert result.steps == 3 and result.stopped == "max_steps"
+    assert np.isfinite(result.test["mae"]) and result.test["mae"] > 0
+    report = evaluate_checkpoint(run / "best.pt", split="test")
+    assert report["dataset"] == "zinc-subset" and report["num_molecules"] == 1000
+    assert report["metrics"]["mae"] == pytest.approx(result.test["mae"])
+    assert load_checkpoint(run / "best.pt")["featurizer"]["vocab"] == "zinc"

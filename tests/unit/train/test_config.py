@@ -1,0 +1,92 @@
+"""TrainConfig / ExperimentConfig: presets, overrides, validation, round trip."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from molsepnorm.train.config import (
+    ConfigError,
+    ExperimentConfig,
+    TrainConfig,
+    apply_overrides,
+    load_experiment_config,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+PRESETS = sorted((REPO / "configs").glob("*.yaml"))
+
+
+def test_defaults_follow_the_graphormer_recipe():
+    tc = TrainConfig()
+    tc.validate()
+    assert (tc.lr, tc.end_lr, tc.weight_decay, tc.clip_norm) == (2e-4, 1e-9, 0.01, 5.0)
+    assert tc.adam_betas == (0.9, 0.999)
+
+
+def test_overrides_win_over_the_file_and_none_means_not_given(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"model": {"norm": "sep", "num_layers": 2},
+                                    "train": {"lr": 1e-3, "epochs": 5}, "data": {"dataset": "nci-tpsa"}}))
+    config = load_experiment_config(path, {"train.lr": 5e-4, "train.epochs": None, "model.norm": "share",
+                                           "data.smiles_column": "smi"})
+    assert config.train.lr == 5e-4
+    assert config.train.epochs == 5  # None did not override
+    assert config.model == {"norm": "share", "num_layers": 2}
+    assert config.data.dataset == "nci-tpsa"
+    assert config.data.options == {"smiles_column": "smi"}  # a load_dataset option
+
+
+def test_round_trip_through_yaml(tmp_path):
+    config = load_experiment_config(None, {"data.dataset": "x.csv", "train.adam_betas": [0.8, 0.9],
+                                           "data.target_columns": ["a", "b"]})
+    config.save_yaml(tmp_path / "config.yaml")
+    again = ExperimentConfig.from_dict(yaml.safe_load((tmp_path / "config.yaml").read_text()))
+    assert again == config
+    assert again.train.adam_betas == (0.8, 0.9)
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    ({"train": {"learning_rate": 1}}, "learning_rate"),
+    ({"optim": {}}, "optim"),
+    ({"train": {"epochs": 0}, "data": {"dataset": "d"}}, "train.epochs"),
+    ({"train": {"epochs": None, "max_steps": None}, "data": {"dataset": "d"}}, "epochs or max_steps"),
+    ({"train": {"loss": "huber"}, "data": {"dataset": "d"}}, "train.loss"),
+    ({"train": {"device": "tpu"}, "data": {"dataset": "d"}}, "train.device"),
+    ({"train": {"end_lr": 1.0}, "data": {"dataset": "d"}}, "train.end_lr"),
+    ({}, "data.dataset"),
+])
+def test_invalid_configs_are_named(raw, fragment):
+    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.")):
+        config = ExperimentConfig.from_dict(raw)
+        config.validate()
+
+
+def test_bad_override_key():
+    with pytest.raises(ConfigError, match="optim.lr"):
+        apply_overrides(ExperimentConfig(), {"optim.lr": 1.0})
+
+
+def test_missing_and_malformed_files_name_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml"):
+        load_experiment_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [1, 2\n")
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        load_experiment_config(bad)
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=[p.name for p in PRESETS])
+def test_every_preset_builds_a_model_config(path):
+    from molsepnorm.nn.graphormer import GraphormerConfig
+
+    config = load_experiment_config(path)
+    assert config.data.dataset
+    model = GraphormerConfig.from_dict(config.model)
+    assert model.norm in ("sep", "share")
+
+
+def test_presets_exist():
+    names = {p.name for p in PRESETS}
+    assert "tiny.yaml" in names

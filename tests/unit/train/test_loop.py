@@ -1,0 +1,123 @@
+"""Trainer internals on real data: masked losses, NaN guard, best-model guard, output units."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from molsepnorm.errors import MolsepnormError
+from molsepnorm.train.loop import NonFiniteLossError, Trainer, batch_loss, resolve_loss
+
+
+def _splits(config):
+    from molsepnorm.data import load_dataset
+
+    return load_dataset(config.data.dataset, **config.data.options)
+
+
+def test_losses_ignore_missing_targets():
+    out = torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    target = torch.tensor([[0.0, float("nan")], [1.0, 1.0]])
+    assert batch_loss("l1", out, target).item() == pytest.approx((1 + 2 + 3) / 3)
+    assert batch_loss("mse", out, target).item() == pytest.approx((1 + 4 + 9) / 3)
+    empty = batch_loss("bce", out, torch.full((2, 2), float("nan")))
+    empty.backward()
+    assert empty.item() == 0.0 and out.grad is not None  # every output still in the graph
+
+
+def test_loss_must_fit_the_task():
+    assert resolve_loss("auto", "regression") == "l1" and resolve_loss("auto", "binary") == "bce"
+    with pytest.raises(MolsepnormError, match="bce"):
+        resolve_loss("l1", "binary")
+    with pytest.raises(MolsepnormError):
+        resolve_loss("bce", "regression")
+
+
+def test_nan_loss_stops_with_step_and_batch(tpsa_csv, tiny_config):
+    config = tiny_config(tpsa_csv, batch_size=32, epochs=1)
+    trainer = Trainer(config, _splits(config))
+    forward = trainer.model.forward
+    calls = {"n": 0}
+
+    def poisoned(batch):
+        calls["n"] += 1
+        out = forward(batch)
+        return out * float("nan") if calls["n"] == 3 else out
+
+    trainer.model.forward = poisoned
+    with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 3, batch 2") as info:
+        trainer.fit()
+    assert "molecules" in str(info.value)
+    assert trainer.state.step == 2  # the bad step was not applied
+
+
+def test_a_nan_model_is_never_written_as_best(tpsa_csv, tiny_config, tmp_path):
+    from molsepnorm.train.run_dir import RunDir
+
+    config = tiny_config(tpsa_csv, epochs=3)
+    rd = RunDir(tmp_path / "run")
+    rd.create()
+    trainer = Trainer(config, _splits(config), run_dir=rd)
+    trainer._train_epoch()
+    trainer._end_epoch()
+    good = rd.best.read_bytes()
+    with torch.no_grad():
+        next(trainer.model.parameters()).fill_(float("nan"))
+    trainer._end_epoch()
+    assert rd.best.read_bytes() == good
+    assert trainer.state.best_epoch == 1 and trainer.state.bad_epochs == 1
+    assert rd.read_metrics()[-1]["val_mae"] is None
+
+
+def test_predictions_are_in_original_units(tpsa_csv, tiny_config):
+    config = tiny_config(tpsa_csv, max_steps=2)
+    splits = _splits(config)
+    trainer = Trainer(config, splits)
+    assert trainer.scaler is not None and trainer.scaler.std[0] > 5  # TPSA spans tens of Å²
+    y_true, y_pred = trainer.predict(splits.val)
+    raw = np.concatenate([d.y.numpy().reshape(1, -1) for d in splits.val])
+    np.testing.assert_array_equal(y_true, raw)
+    model = trainer.model.eval()
+    batch = trainer.collate([splits.val[i] for i in range(len(splits.val))])
+    with torch.no_grad():
+        expected = trainer.scaler.inverse_transform(model(batch)).numpy()
+    np.testing.assert_allclose(y_pred, expected, rtol=1e-4, atol=1e-3)
+    metrics = trainer.evaluate("val")
+    assert metrics["mae"] == pytest.approx(np.abs(y_pred - raw).mean())
+
+
+def test_max_steps_bounds_training_and_schedule(tpsa_csv, tiny_config):
+    config = tiny_config(tpsa_csv, max_steps=6, batch_size=64)  # 240 molecules: 4 steps per epoch
+    config.train.epochs = None  # only the step budget
+    trainer = Trainer(config, _splits(config))
+    assert (trainer.max_epochs, trainer.total_steps) == (2, 6)
+    result = trainer.fit()
+    assert result.steps == 6 and result.epochs == 2 and result.stopped == "max_steps"
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(config.train.end_lr)
+
+
+def test_epochs_and_max_steps_end_at_whichever_comes_first(tpsa_csv, tiny_config):
+    config = tiny_config(tpsa_csv, epochs=3, max_steps=5, batch_size=64)
+    trainer = Trainer(config, _splits(config))
+    assert (trainer.max_epochs, trainer.total_steps) == (3, 5)
+    config = tiny_config(tpsa_csv, epochs=1, max_steps=100, batch_size=64)
+    assert Trainer(config, _splits(config)).total_steps == 4
+
+
+def test_last_checkpoint_carries_the_best_weights(tpsa_csv, tiny_config, tmp_path):
+    from molsepnorm.train.checkpoint import load_checkpoint
+    from molsepnorm.train.run_dir import RunDir
+
+    config = tiny_config(tpsa_csv, epochs=2)
+    rd = RunDir(tmp_path / "run")
+    rd.create()
+    trainer = Trainer(config, _splits(config), run_dir=rd)
+    trainer._train_epoch()
+    trainer._end_epoch()
+    best = load_checkpoint(rd.best)["model"]["state_dict"]
+    kept = load_checkpoint(rd.last)["training_state"]["best_model"]
+    assert kept.keys() == best.keys() and all(torch.equal(kept[k], best[k]) for k in best)
+
+    again = Trainer(config, _splits(config), run_dir=rd)
+    again.load_training_state(load_checkpoint(rd.last))
+    assert again.state.best_epoch == 1 and again._best_state is not None

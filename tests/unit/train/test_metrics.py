@@ -1,0 +1,74 @@
+"""Metrics: agree with scikit-learn and OGB, mask NaN targets, know their direction."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score, mean_absolute_error, r2_score, roc_auc_score
+
+from molsepnorm.train.metrics import compute_metrics, is_better
+
+
+def test_regression_matches_sklearn_and_masks_nan():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(50, 2))
+    p = y + rng.normal(scale=0.3, size=(50, 2))
+    y[3, 0] = np.nan
+    y[10:20, 1] = np.nan
+    m = compute_metrics("regression", y, p, ["a", "b"])
+    ok0, ok1 = ~np.isnan(y[:, 0]), ~np.isnan(y[:, 1])
+    mae_a = mean_absolute_error(y[ok0, 0], p[ok0, 0])
+    mae_b = mean_absolute_error(y[ok1, 1], p[ok1, 1])
+    assert m["mae/a"] == pytest.approx(mae_a)
+    assert m["mae/b"] == pytest.approx(mae_b)
+    assert m["mae"] == pytest.approx((mae_a + mae_b) / 2)
+    assert m["r2/a"] == pytest.approx(r2_score(y[ok0, 0], p[ok0, 0]))
+    assert m["rmse/b"] == pytest.approx(math.sqrt(np.mean((y[ok1, 1] - p[ok1, 1]) ** 2)))
+
+
+def test_single_target_has_no_per_target_keys():
+    m = compute_metrics("regression", np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 4.0]))
+    assert set(m) == {"mae", "rmse", "r2"}
+    assert m["mae"] == pytest.approx(1 / 3)
+
+
+def test_binary_matches_sklearn_and_skips_single_class_targets():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, size=(80, 2)).astype(float)
+    y[:, 1] = 0.0  # one class only: left out of the average
+    y[5, 0] = np.nan
+    s = rng.random((80, 2))
+    m = compute_metrics("binary", y, s, ["t0", "t1"])
+    ok = ~np.isnan(y[:, 0])
+    assert m["rocauc"] == pytest.approx(roc_auc_score(y[ok, 0], s[ok, 0]))
+    assert m["prauc"] == pytest.approx(average_precision_score(y[ok, 0], s[ok, 0]))
+    assert math.isnan(m["rocauc/t1"])
+
+
+def test_molhiv_uses_ogb_evaluator_with_the_same_value():
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, size=(200, 1)).astype(float)
+    s = rng.random((200, 1))
+    m = compute_metrics("binary", y, s, dataset="molhiv")
+    assert m["rocauc"] == pytest.approx(roc_auc_score(y[:, 0], s[:, 0]))
+
+
+def test_all_missing_gives_nan_not_an_error():
+    m = compute_metrics("regression", np.full((3, 1), np.nan), np.zeros((3, 1)))
+    assert math.isnan(m["mae"])
+
+
+def test_shape_mismatch_and_unknown_task():
+    with pytest.raises(ValueError, match="shape"):
+        compute_metrics("regression", np.zeros((3, 1)), np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="task"):
+        compute_metrics("multiclass", np.zeros((3, 1)), np.zeros((3, 1)))
+
+
+def test_is_better_directions_and_nan():
+    assert is_better("mae", 0.1, 0.2) and not is_better("mae", 0.3, 0.2)
+    assert is_better("rocauc", 0.8, 0.7) and not is_better("rocauc", 0.6, 0.7)
+    assert is_better("mae", 0.5, None)
+    assert not is_better("mae", float("nan"), None)
+    assert not is_better("rocauc", float("nan"), 0.5)
