@@ -17,6 +17,7 @@ def cli() -> None:
     """
 
 
+from molsepnorm.cli.analyze import analyze, plot  # noqa: E402
 from molsepnorm.cli.evaluate import evaluate  # noqa: E402
 from molsepnorm.cli.prepare import prepare  # noqa: E402
 from molsepnorm.cli.train import train  # noqa: E402
@@ -24,6 +25,8 @@ from molsepnorm.cli.train import train  # noqa: E402
 cli.add_command(prepare)
 cli.add_command(train)
 cli.add_command(evaluate)
+cli.add_command(analyze)
+cli.add_command(plot)
 
 
 def main() -> None:  # pragma: no cover - console entry point

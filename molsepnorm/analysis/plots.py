@@ -1,0 +1,197 @@
+"""Matplotlib figures of embedding spectra, embedding figures and training curves.
+
+Every function returns a :class:`matplotlib.figure.Figure` built with the object-oriented
+API (no pyplot state, rendered by the Agg backend, so it works headless and in threads);
+:func:`save_figure` writes it.  Every axis is labelled and every figure with more than one
+series has a legend.  In a notebook, display the returned figure (``display(fig)``) or
+its ``savefig``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import textwrap
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+from matplotlib.figure import Figure
+
+PathLike = Union[str, os.PathLike]
+
+__all__ = ["plot_spectra", "plot_summary", "plot_curves", "save_figure", "METRIC_LABELS"]
+
+# how a metrics.jsonl key reads on an axis
+METRIC_LABELS = {
+    "train_loss": "training loss",
+    "lr": "learning rate",
+    "val_mae": "validation MAE",
+    "val_rmse": "validation RMSE",
+    "val_r2": "validation R²",
+    "val_rocauc": "validation ROC-AUC",
+    "val_prauc": "validation PR-AUC",
+    "val_loss": "validation loss",
+    "graphs_per_second": "training graphs / s",
+    "epoch_seconds": "seconds per epoch",
+}
+
+
+def _as_array(values: Any) -> np.ndarray:
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values, dtype=np.float64).ravel()
+
+
+def plot_spectra(
+    spectra: Mapping[str, Any],
+    normalize: bool = True,
+    title: Optional[str] = None,
+    centered: bool = True,
+    figsize: tuple[float, float] = (6.4, 4.4),
+) -> Figure:
+    """The sorted singular values of each model's embedding matrix, overlaid, log scale.
+
+    Args:
+        spectra: ``{label: singular values (K,), largest first}``.
+        normalize: divide each spectrum by its top singular value (so models of different
+            scale compare; a slower decay = less dimensional collapse).
+        title: figure title (a default names what is plotted).
+        centered: whether the spectra are of centered matrices (for the axis label only).
+    """
+    fig = Figure(figsize=figsize, layout="constrained")
+    ax = fig.add_subplot()
+    for label, values in spectra.items():
+        s = _as_array(values)
+        if normalize and s.size and s[0] > 0:
+            s = s / s[0]
+        # zeros cannot be drawn on a log axis: leave them out
+        shown = np.where(s > 0, s, np.nan)
+        ax.plot(np.arange(1, s.size + 1), shown, marker="o", markersize=2.5, linewidth=1.4, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("singular value index (largest first)")
+    what = "singular value" + (" / largest" if normalize else "")
+    ax.set_ylabel(f"{what} (log scale)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(title="model")
+    if title is None:
+        matrix = "centered " if centered else ""
+        title = f"Spectrum of the {matrix}graph-token embeddings"
+    ax.set_title(title)
+    return fig
+
+
+def plot_summary(
+    metrics: Mapping[str, Mapping[str, float]],
+    title: Optional[str] = None,
+    figsize: tuple[float, float] = (9.6, 4.0),
+) -> Figure:
+    """Side-by-side bars of effective rank, uniformity and top-1 variance share per model.
+
+    Args:
+        metrics: ``{label: {"effective_rank", "uniformity", "explained_variance_top1",
+            "embedding_dim" (optional)}}`` as :func:`~molsepnorm.analysis.spectrum.spectrum_stats` gives.
+    """
+    labels = list(metrics)
+    panels = [
+        ("effective_rank", "effective rank\n(higher: less collapse)"),
+        ("uniformity", "uniformity\n(lower: more uniform)"),
+        ("explained_variance_top1", "share of variance\nin the top direction"),
+    ]
+    fig = Figure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(1, len(panels))
+    colors = [f"C{i % 10}" for i in range(len(labels))]
+    x = np.arange(len(labels))
+    for ax, (key, ylabel) in zip(axes, panels):
+        values = [float(metrics[label].get(key, float("nan"))) for label in labels]
+        bars = ax.bar(x, values, color=colors, label=labels)
+        ax.bar_label(bars, fmt="%.3g", fontsize=8, padding=2)
+        ax.set_xticks(x, [textwrap.fill(label, 14, break_on_hyphens=False) for label in labels], fontsize=8)
+        ax.set_xlabel("model")
+        if key == "effective_rank":
+            dims = {int(metrics[label]["embedding_dim"]) for label in labels if "embedding_dim" in metrics[label]}
+            if len(dims) == 1:  # the ceiling, named rather than drawn: bars far below it stay readable
+                ylabel = f"effective rank, of D = {dims.pop()}\n(higher: less collapse)"
+        ax.set_ylabel(ylabel)
+        ax.margins(y=0.15)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=min(len(names), 4), fontsize=8, title="model")
+    fig.suptitle(title or "Graph-token embedding figures")
+    return fig
+
+
+def _main_metrics(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The validation metric(s) a run selected its best checkpoint on (``best_val_<m>`` keys)."""
+    found: list[str] = []
+    for row in rows:
+        for key in row:
+            if key.startswith("best_val_") and f"val_{key[9:]}" not in found:
+                found.append(f"val_{key[9:]}")
+    return found
+
+
+def plot_curves(
+    histories: Mapping[str, Sequence[Mapping[str, Any]]],
+    metrics: Optional[Sequence[str]] = None,
+    x: str = "epoch",
+    logy: bool = False,
+    title: Optional[str] = None,
+    panel_size: tuple[float, float] = (4.2, 3.4),
+) -> Figure:
+    """Training and validation curves of several runs, one panel per metric, runs overlaid.
+
+    Args:
+        histories: ``{label: rows of metrics.jsonl}`` (one dict per epoch).
+        metrics: keys to plot; default: ``train_loss``, the validation metric each run
+            selects its best checkpoint on (``val_mae``, ``val_rocauc``, ...), and ``lr``.
+            The best epoch of each run is marked on its selection metric.
+        x: ``epoch`` or ``step``.
+        logy: log scale on the loss and metric panels (not on lr).
+        title: figure title.
+    """
+    all_rows = [row for rows in histories.values() for row in rows]
+    if metrics is None:
+        metrics = ["train_loss", *_main_metrics(all_rows), "lr"]
+    metrics = [m for m in metrics if any(_finite(row.get(m)) for row in all_rows)]
+    if not metrics:
+        raise ValueError("no metric to plot: the runs have no finite values of the requested keys")
+    selection = set(_main_metrics(all_rows))
+    n = len(metrics)
+    cols = min(n, 3)
+    rows_n = math.ceil(n / cols)
+    fig = Figure(figsize=(panel_size[0] * cols, panel_size[1] * rows_n + 0.5), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows_n, cols, squeeze=False)).ravel()
+    for ax, key in zip(axes, metrics):
+        for i, (label, rows) in enumerate(histories.items()):
+            points = [(row.get(x), row.get(key)) for row in rows if _finite(row.get(x)) and _finite(row.get(key))]
+            if not points:
+                continue
+            xs, ys = map(np.asarray, zip(*points))
+            color = f"C{i % 10}"
+            ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=1.4, color=color, label=label)
+            if key in selection:
+                higher = key.endswith(("rocauc", "prauc", "r2", "accuracy"))
+                best = int(np.nanargmax(ys) if higher else np.nanargmin(ys))
+                ax.plot([xs[best]], [ys[best]], marker="*", markersize=11, color=color, linestyle="none")
+        ax.set_xlabel(x)
+        ax.set_ylabel(METRIC_LABELS.get(key, key))
+        ax.set_title(METRIC_LABELS.get(key, key))
+        if logy and key != "lr":
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, title="run (★ best)" if key in selection else "run", title_fontsize=8)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title or "Training curves")
+    return fig
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def save_figure(fig: Figure, path: PathLike, dpi: int = 110) -> Path:
+    """Write ``fig`` as PNG (or whatever the suffix says) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
+    return path
