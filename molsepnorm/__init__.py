@@ -25,6 +25,7 @@ _EXPORTS = {
     "load_dataset": "molsepnorm.data",
     "DatasetSplits": "molsepnorm.data",
     "SizeBucketBatchSampler": "molsepnorm.data.sampler",
+    "Predictor": "molsepnorm.predict",
     "InvalidMoleculeError": "molsepnorm.errors",
     "DatasetNotFoundError": "molsepnorm.errors",
     "DatasetFormatError": "molsepnorm.errors",

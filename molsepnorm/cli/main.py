@@ -19,9 +19,13 @@ def cli() -> None:
 
 from molsepnorm.cli.analyze import analyze, plot  # noqa: E402
 from molsepnorm.cli.evaluate import evaluate  # noqa: E402
+from molsepnorm.cli.predict import embed, models, predict  # noqa: E402
 from molsepnorm.cli.prepare import prepare  # noqa: E402
 from molsepnorm.cli.train import train  # noqa: E402
 
+cli.add_command(predict)
+cli.add_command(embed)
+cli.add_command(models)
 cli.add_command(prepare)
 cli.add_command(train)
 cli.add_command(evaluate)

@@ -1,0 +1,212 @@
+"""``molsepnorm predict``, ``molsepnorm embed`` and ``molsepnorm models``.
+
+A thin layer over :mod:`molsepnorm.predict`; nothing heavy (torch, RDKit) is imported at
+module level, so ``molsepnorm --help`` stays fast.  Exit status: 0 when at least one
+record was predicted, 1 when none was (or ``--strict`` met a bad record), 2 for unusable
+arguments (a missing file or column, an unknown model, an output over the input).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Optional
+
+import click
+
+FORMAT_CHOICES = ("smi", "csv", "tsv", "sdf")
+
+
+def default_threads() -> int:
+    """CPU threads for inference when ``--threads`` is not given: 1.
+
+    Measured with scripts/bench_predict.py on the bundled model (2-core machine shared
+    with other work): about 60 % of the time is featurization, single-threaded Python
+    that intra-op threads cannot speed up, and the model's 64-wide matrices gain little
+    from them; 2 threads ran 3x *slower* than 1 when the cores were busy.  More threads
+    remain an option (``--threads``) for a large model on an idle machine.
+    """
+    return 1
+
+
+def _input_options(func: Callable) -> Callable:
+    options = [
+        click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True)),
+        click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default=None,
+                     help="Input format (default: from the suffix, .gz allowed; smi for '-')."),
+        click.option("--smiles-column", default=None,
+                     help="CSV/TSV: column of the SMILES (default: the first column named like 'smiles')."),
+        click.option("--id-column", default=None,
+                     help="CSV/TSV: column of the ids (default: 'id' or 'name' if present); SDF: a data field "
+                          "(default: the title line)."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True,
+                     help="Molecules per batch at most (batches are cut by size, too)."),
+        click.option("--chunk-size", type=click.IntRange(min=1), default=2_000, show_default=True,
+                     help="Records read, featurized and written at a time (bounds memory)."),
+        click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="CPU threads for torch (default 1: featurization dominates; see default_threads)."),
+        click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Featurize in N worker processes while the model runs (0: in this process). "
+                          "For large files on a machine with idle cores; slower on a busy one."),
+        click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="cpu", show_default=True,
+                     help="Where the model runs."),
+        click.option("--strict", is_flag=True,
+                     help="Stop at the first record that cannot be predicted (and write no output)."),
+        click.option("--progress/--no-progress", default=None,
+                     help="Progress bar on stderr (default: when stderr is a terminal)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _load_predictor(models: tuple[str, ...], device: str, batch_size: int, threads: Optional[int]) -> Any:
+    import torch
+
+    from molsepnorm.predict import Predictor
+
+    torch.set_num_threads(threads or default_threads())
+    return Predictor.load(*models, device=device, batch_size=batch_size)
+
+
+def _run(action: Callable[[], Any]) -> Any:
+    """Run ``action``; argument problems exit 2, data problems exit 1, each with one message."""
+    from molsepnorm.errors import InvalidMoleculeError, MolsepnormError
+    from molsepnorm.predict.bundled import UnknownModelError
+    from molsepnorm.predict.readers import InputFormatError
+    from molsepnorm.predict.writer import OutputPathError
+    from molsepnorm.train.checkpoint import CheckpointError
+
+    try:
+        return action()
+    except (InputFormatError, OutputPathError, UnknownModelError, CheckpointError, FileNotFoundError) as err:
+        raise click.UsageError(str(err)) from err
+    except InvalidMoleculeError as err:
+        raise click.ClickException(f"{err} (--strict: stopped, no output written)") from err
+    except MolsepnormError as err:
+        raise click.ClickException(str(err)) from err
+
+
+def _finish(summary: Any) -> None:
+    click.echo(summary.line(), err=True)
+    if summary.ok == 0:
+        what = "no record in the input" if summary.total == 0 else "no record could be predicted"
+        click.echo(f"Error: {what}", err=True)
+        sys.exit(1)
+
+
+@click.command("predict")
+@click.option("--model", "-m", "models", multiple=True, metavar="CKPT|NAME",
+              help="A best.pt or a bundled model name (see `molsepnorm models`); several: an ensemble "
+                   "(mean + <target>_std). Default: the bundled tpsa-nci-small.")
+@click.option("--out", "-o", default=None,
+              help="Output CSV (default: <input stem>.predictions.csv beside the input; '-': stdout).")
+@click.option("--preview", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Rows of the result printed on the terminal when writing a file (0: none).")
+@_input_options
+def predict(input_path: str, models: tuple[str, ...], out: Optional[str], preview: int, fmt: Optional[str],
+            smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
+            threads: Optional[int], workers: int, device: str, strict: bool, progress: Optional[bool]) -> None:
+    """Predict the properties of every molecule of INPUT (.smi, .csv, .tsv, .sdf, .gz, or - for stdin).
+
+    Writes one CSV row per input record, in input order: id, smiles, one column per
+    target (a probability for classification), <target>_std for an ensemble, and error
+    (why a record could not be predicted; empty when it was).
+
+    \b
+    Examples:
+      molsepnorm predict data/examples/molecules.smi
+      molsepnorm predict library.sdf.gz --model runs/hiv/best.pt --out hiv.csv
+      molsepnorm predict mols.csv --smiles-column SMILES -m a/best.pt -m b/best.pt
+      cat mols.smi | molsepnorm predict - --out -
+    """
+    from molsepnorm.predict.pipeline import predict_file
+
+    def action() -> Any:
+        predictor = _load_predictor(models, device, batch_size, threads)
+        to_stdout = out == "-" or (out is None and input_path == "-")
+        return predict_file(predictor, input_path, out=out, fmt=fmt, smiles_column=smiles_column,
+                            id_column=id_column, strict=strict, chunk_size=chunk_size,
+                            progress=_progress(progress), preview_rows=0 if to_stdout else preview,
+                            workers=workers)
+
+    summary = _run(action)
+    if summary.preview is not None and len(summary.preview):
+        click.echo(_preview_text(summary.preview, summary.total))
+    _finish(summary)
+
+
+@click.command("embed")
+@click.option("--model", "-m", "model", default=None, metavar="CKPT|NAME",
+              help="A best.pt or a bundled model name (default: the bundled tpsa-nci-small).")
+@click.option("--out", "-o", default=None,
+              help="Output .npz (default: <input stem>.embeddings.npz beside the input).")
+@_input_options
+def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Optional[str],
+          smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
+          threads: Optional[int], workers: int, device: str, strict: bool, progress: Optional[bool]) -> None:
+    """Graph-token embeddings (after the final norm) of every molecule of INPUT, as an .npz.
+
+    The archive holds, one row per input record: embeddings (float32, NaN rows for
+    records that failed), ids, smiles, errors ('' when ok), ok; and the model's name.
+    Read it with numpy.load(path).
+    """
+    from molsepnorm.predict.pipeline import embed_file
+
+    def action() -> Any:
+        predictor = _load_predictor((model,) if model else (), device, batch_size, threads)
+        return embed_file(predictor, input_path, out=out, fmt=fmt, smiles_column=smiles_column,
+                          id_column=id_column, strict=strict, chunk_size=chunk_size, progress=_progress(progress),
+                          workers=workers)
+
+    _finish(_run(action))
+
+
+@click.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
+def models(as_json: bool) -> None:
+    """List the models bundled with molsepnorm (usable offline as --model NAME)."""
+    import json
+
+    from molsepnorm.predict.bundled import bundled_models, model_listing
+
+    listing = [_run(lambda m=m: model_listing(m)) for m in bundled_models()]
+    if as_json:
+        click.echo(json.dumps(listing, indent=2))
+        return
+    for entry in listing:
+        click.echo(f"{entry['name']}{'  (default)' if entry['default'] else ''}")
+        click.echo(f"  {entry['summary']}")
+        click.echo(f"  task {entry['task']}, targets {', '.join(entry['targets'])}; trained on {entry['dataset']}")
+        for split, values in entry["metrics"].items():
+            figures = ", ".join(f"{k} {v:.4g}" for k, v in values.items() if isinstance(v, (int, float)))
+            click.echo(f"  {split}: {figures}")
+        click.echo(f"  {entry['architecture']}; {entry['size_bytes'] / 1024:.0f} KiB")
+        click.echo(f"  model card: {entry['card']}")
+
+
+def _progress(flag: Optional[bool]) -> bool:
+    return sys.stderr.isatty() if flag is None else flag
+
+
+def _preview_text(frame: Any, total: int) -> str:
+    """A plain fixed-width table: text left-aligned, numbers right-aligned, long cells cut."""
+    import pandas as pd
+
+    def cell(value: Any, last: bool) -> str:
+        if value is None or (isinstance(value, float) and value != value):
+            return ""
+        text = f"{value:.6g}" if isinstance(value, float) else str(value)
+        return text if last or len(text) <= 60 else text[:57] + "..."
+
+    columns = list(frame.columns)
+    numeric = [pd.api.types.is_float_dtype(frame[c]) for c in columns]
+    rows = [[cell(v, j == len(columns) - 1) for j, v in enumerate(row)] for row in frame.itertuples(index=False)]
+    widths = [max([len(c)] + [len(r[j]) for r in rows]) for j, c in enumerate(columns)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+
+    lines = [line(columns)] + [line(r) for r in rows]
+    more = total - len(frame)
+    if more > 0:
+        lines.append(f"... {more} more row(s) in the output file")
+    return "\n".join(lines)

@@ -1,0 +1,45 @@
+"""Prediction and embeddings with trained (or bundled) models, for notebooks and the CLI.
+
+* :class:`~molsepnorm.predict.predictor.Predictor`: ``Predictor.load(path_or_name)``,
+  ``.predict(smiles | list | Series | Mol)`` -> DataFrame, ``.embed(...)`` -> numpy;
+* :mod:`~molsepnorm.predict.readers`: streaming records of .smi / .csv / .tsv / .sdf (.gz, stdin);
+* :mod:`~molsepnorm.predict.writer`: atomic CSV / NPZ outputs;
+* :mod:`~molsepnorm.predict.pipeline`: :func:`predict_file`, :func:`embed_file`;
+* :mod:`~molsepnorm.predict.bundled`: the models shipped in ``molsepnorm/models``.
+
+Heavy modules (torch, RDKit) are imported on first use.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Predictor": "molsepnorm.predict.predictor",
+    "ChunkResult": "molsepnorm.predict.predictor",
+    "Record": "molsepnorm.predict.readers",
+    "RecordReader": "molsepnorm.predict.readers",
+    "InputFormatError": "molsepnorm.predict.readers",
+    "predict_file": "molsepnorm.predict.pipeline",
+    "embed_file": "molsepnorm.predict.pipeline",
+    "RunSummary": "molsepnorm.predict.pipeline",
+    "BUNDLED": "molsepnorm.predict.bundled",
+    "DEFAULT_MODEL": "molsepnorm.predict.bundled",
+    "bundled_models": "molsepnorm.predict.bundled",
+    "UnknownModelError": "molsepnorm.predict.bundled",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'molsepnorm.predict' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

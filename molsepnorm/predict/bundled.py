@@ -1,0 +1,115 @@
+"""Models that ship inside the package (``molsepnorm/models/``), by name.
+
+Each bundled model is a ``best.pt`` written by this project's own ``molsepnorm train``
+plus a model card (``<name>.md``: data set, command, seed, metrics) and the training
+preset (``<name>.yaml``).  ``molsepnorm predict`` uses :data:`DEFAULT_MODEL` when no
+``--model`` is given, so prediction works offline on a fresh install.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Union
+
+from molsepnorm.errors import MolsepnormError
+
+PathLike = Union[str, os.PathLike]
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """One model shipped in ``molsepnorm/models``.
+
+    Attributes:
+        name: what ``--model`` / ``Predictor.load`` accept.
+        checkpoint: file name of the checkpoint in ``molsepnorm/models``.
+        card: file name of the model card (markdown).
+        summary: one line for ``molsepnorm models``.
+    """
+
+    name: str
+    checkpoint: str
+    card: str
+    summary: str
+
+    @property
+    def path(self) -> Path:
+        """Absolute path of the checkpoint file."""
+        return _models_dir() / self.checkpoint
+
+    @property
+    def card_path(self) -> Path:
+        """Absolute path of the model card."""
+        return _models_dir() / self.card
+
+
+BUNDLED: dict[str, BundledModel] = {
+    m.name: m
+    for m in (
+        BundledModel(
+            name="tpsa-nci-small",
+            checkpoint="tpsa-nci-small.pt",
+            card="tpsa-nci-small.md",
+            summary="topological polar surface area (TPSA, Å²) of any molecule; SepNorm Graphormer, "
+                    "4 layers x 64, OGB vocabulary, trained on RDKit's 4,999 NCI molecules",
+        ),
+    )
+}
+DEFAULT_MODEL = "tpsa-nci-small"
+
+
+class UnknownModelError(MolsepnormError, ValueError):
+    """A ``--model`` that is neither a checkpoint file nor a bundled model name."""
+
+
+def _models_dir() -> Path:
+    return Path(str(resources.files("molsepnorm.models")))
+
+
+def bundled_models() -> list[BundledModel]:
+    """Every bundled model, default first."""
+    return sorted(BUNDLED.values(), key=lambda m: (m.name != DEFAULT_MODEL, m.name))
+
+
+def resolve_model(spec: PathLike) -> Path:
+    """The checkpoint file meant by ``spec``: an existing file, else a bundled model's name.
+
+    Raises:
+        UnknownModelError: neither; the message lists the bundled models.
+    """
+    path = Path(spec)
+    if path.is_file():
+        return path
+    model = BUNDLED.get(str(spec))
+    if model is not None:
+        if not model.path.is_file():
+            raise UnknownModelError(f"bundled model {model.name!r} is missing its file {model.path}: the "
+                                    "installation is incomplete (reinstall molsepnorm)")
+        return model.path
+    names = ", ".join(BUNDLED)
+    raise UnknownModelError(f"--model {str(spec)!r}: no such checkpoint file, and no bundled model of that "
+                            f"name (bundled: {names})")
+
+
+def model_listing(model: BundledModel) -> dict[str, Any]:
+    """What ``molsepnorm models`` shows: name, task, targets, metrics, size, files."""
+    from molsepnorm.train.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(model.path)
+    cfg = ckpt["model"]["config"]
+    return {
+        "name": model.name,
+        "default": model.name == DEFAULT_MODEL,
+        "summary": model.summary,
+        "task": ckpt["task"]["type"],
+        "targets": list(ckpt["task"]["target_names"]),
+        "dataset": ckpt.get("data", {}).get("dataset"),
+        "metrics": ckpt.get("metrics", {}),
+        "architecture": f"{cfg['norm']}norm Graphormer, {cfg['num_layers']} layers x {cfg['hidden_dim']}, "
+                        f"{cfg['vocab']} vocabulary",
+        "size_bytes": model.path.stat().st_size,
+        "checkpoint": str(model.path),
+        "card": str(model.card_path),
+    }

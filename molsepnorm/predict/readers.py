@@ -1,0 +1,373 @@
+"""Streaming readers of molecule files: one :class:`Record` per input record, in order.
+
+Formats (``.gz`` allowed on any of them; ``-`` reads standard input):
+
+* ``smi``: ``SMILES [name]`` per line, no header; blank lines are not records.  The name
+  is the rest of the line (it may contain spaces).  A CXSMILES extension ``SMILES |...|``
+  stays with the SMILES.
+* ``csv`` / ``tsv``: a header line, then one record per line (quoted fields may span
+  lines).  The SMILES column is ``smiles_column`` or the first column whose name contains
+  "smiles" (any case); the id column is ``id_column`` or a column named ``id`` / ``name``
+  if there is one.
+* ``sdf``: records separated by ``$$$$`` lines.  The id is the title line (RDKit's
+  ``_Name``) or the data field named by ``id_column``.  Each record is parsed
+  *unsanitized* (``MolFromMolBlock(sanitize=False, removeHs=False)``) so that the
+  predictor's :func:`~molsepnorm.chem.parse_molecule` gives the chemistry reasons.
+
+Nothing is skipped but blank lines: a line that is not UTF-8, a CSV row too short to hold
+the SMILES, an SDF block RDKit cannot read, all become records carrying an ``error``.
+Windows line endings and a UTF-8 byte-order mark are accepted.  Only one record (one SDF
+block, one CSV row) is held in memory at a time.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import gzip
+import io
+import re
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, BinaryIO, Iterator, Optional, Union
+
+from molsepnorm.errors import MolsepnormError
+
+FORMATS: tuple[str, ...] = ("smi", "csv", "tsv", "sdf")
+_SUFFIXES = {
+    ".smi": "smi", ".smiles": "smi", ".ism": "smi", ".can": "smi", ".txt": "smi",
+    ".csv": "csv",
+    ".tsv": "tsv", ".tab": "tsv",
+    ".sdf": "sdf", ".sd": "sdf", ".mol": "sdf",
+}
+STDIN = "-"
+_ID_NAMES = ("id", "name")  # default id columns of a CSV, matched case-insensitively
+_SDF_FIELD = re.compile(r"^>.*?<([^>]*)>")
+_SDF_END = "$$$$"
+
+
+class InputFormatError(MolsepnormError, ValueError):
+    """The input as a whole cannot be read: unknown format, missing column, no header."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One input record.
+
+    Attributes:
+        index: 1-based record number (blank lines do not count).
+        line: where it is in the file: the line number for ``smi`` / ``csv`` / ``tsv``
+            (a CSV's header is line 1), the first line of the block for ``sdf``.
+        id: the name / id field, else ``index``.
+        smiles: the SMILES as given (``smi`` / ``csv``), ``""`` for SDF records.
+        mol: the unsanitized RDKit Mol of an SDF record, else None.
+        error: why the record could not be read, else None.
+    """
+
+    index: int
+    line: int
+    id: Union[str, int]
+    smiles: str
+    mol: Any = None
+    error: Optional[str] = None
+
+    @property
+    def molecule(self) -> Any:
+        """What to featurize: the Mol of an SDF record, else the SMILES."""
+        return self.mol if self.mol is not None else self.smiles
+
+
+def detect_format(path: Union[str, Path]) -> str:
+    """The format named by a file's suffix (``.gz`` looked through); ``smi`` for stdin.
+
+    Raises:
+        InputFormatError: the suffix names no known format.
+    """
+    name = str(path)
+    if name == STDIN:
+        return "smi"
+    p = Path(name.lower())
+    suffix = Path(p.stem).suffix if p.suffix == ".gz" else p.suffix
+    if suffix not in _SUFFIXES:
+        known = ", ".join(sorted(_SUFFIXES))
+        raise InputFormatError(f"{path}: cannot tell the format from the suffix {suffix or '(none)'!r}; "
+                               f"use one of {known} (optionally .gz) or give --format")
+    return _SUFFIXES[suffix]
+
+
+def output_stem(path: Union[str, Path]) -> str:
+    """The file name without its format suffix (and ``.gz``): ``a/mols.sdf.gz`` -> ``mols``."""
+    p = Path(path)
+    name = p.stem if p.suffix.lower() == ".gz" else p.name
+    return Path(name).stem
+
+
+class RecordReader:
+    """Iterate the :class:`Record` s of one input; a context manager that closes the file.
+
+    Args:
+        path: a file, or ``"-"`` for standard input.
+        fmt: ``smi``, ``csv``, ``tsv`` or ``sdf``; None: from the suffix.
+        smiles_column: CSV / TSV column of the SMILES.
+        id_column: CSV / TSV column, or SDF data field, of the record ids.
+        stdin: the binary stream read for ``"-"`` (default ``sys.stdin.buffer``).
+
+    Raises:
+        InputFormatError: unknown format; ``smiles_column`` / ``id_column`` given for a
+            format without columns; a CSV header without the requested column.
+        FileNotFoundError: the file does not exist.
+    """
+
+    def __init__(
+        self,
+        path: Union[str, Path],
+        fmt: Optional[str] = None,
+        smiles_column: Optional[str] = None,
+        id_column: Optional[str] = None,
+        stdin: Optional[BinaryIO] = None,
+    ) -> None:
+        self.source = str(path)
+        self.format = fmt or detect_format(path)
+        if self.format not in FORMATS:
+            raise InputFormatError(f"unknown format {self.format!r}; choose one of {', '.join(FORMATS)}")
+        if self.format == "smi" and (smiles_column or id_column):
+            raise InputFormatError(".smi input has no columns: --smiles-column / --id-column apply to "
+                                   "CSV / TSV (and --id-column to SDF data fields)")
+        if self.format == "sdf" and smiles_column:
+            raise InputFormatError("SDF input holds molecules, not SMILES: --smiles-column does not apply")
+        self.smiles_column = smiles_column
+        self.id_column = id_column
+        self.is_stdin = self.source == STDIN
+        if self.is_stdin:
+            self._raw: BinaryIO = stdin if stdin is not None else sys.stdin.buffer
+            self.total_bytes: Optional[int] = None
+        else:
+            p = Path(path)
+            if not p.is_file():
+                raise FileNotFoundError(f"input file not found: {p}")
+            self._raw = open(p, "rb")  # noqa: SIM115 - closed by close()
+            self.total_bytes = p.stat().st_size
+        self._stream: BinaryIO = self._raw
+        if self.source.lower().endswith(".gz"):
+            self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
+        self._columns_checked = False
+        if self.format in ("csv", "tsv"):
+            self._open_table()
+
+    # --- progress ---------------------------------------------------------------------
+    @property
+    def bytes_read(self) -> int:
+        """Bytes of the (compressed) file consumed so far, for a progress bar."""
+        try:
+            return self._raw.tell()
+        except (OSError, ValueError):
+            return 0
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        if self._stream is not self._raw:
+            self._stream.close()
+        if not self.is_stdin:
+            self._raw.close()
+
+    def __enter__(self) -> "RecordReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Record]:
+        if self.format == "smi":
+            return self._smi_records()
+        if self.format == "sdf":
+            return self._sdf_records()
+        return self._table_records()
+
+    # --- .smi ---------------------------------------------------------------------------
+    def _smi_records(self) -> Iterator[Record]:
+        index = 0
+        for number, raw in enumerate(self._stream, start=1):
+            text, error = _decode(raw, first=number == 1)
+            if error is None and not text.strip():
+                continue
+            index += 1
+            if error is not None:
+                yield Record(index, number, index, text.strip(), error=error)
+                continue
+            smiles, name = split_smi_line(text)
+            yield Record(index, number, name or index, smiles)
+
+    # --- .csv / .tsv ----------------------------------------------------------------------
+    def _open_table(self) -> None:
+        delimiter = "," if self.format == "csv" else "\t"
+        # errors="replace": a bad byte becomes U+FFFD and only its record fails (see _table_records)
+        self._text: IO[str] = io.TextIOWrapper(self._stream, encoding="utf-8-sig", errors="replace", newline="")
+        self._csv = csv.reader(self._text, delimiter=delimiter)
+        header = next(self._csv, None)
+        while header is not None and not any(cell.strip() for cell in header):
+            header = next(self._csv, None)
+        if header is None:
+            raise InputFormatError(f"{self.source}: empty file: a {self.format.upper()} needs a header line")
+        self._header = [cell.strip() for cell in header]
+        self._smiles_at = self._column(self.smiles_column, "smiles")
+        self._id_at = self._column(self.id_column, "id")
+
+    def _column(self, requested: Optional[str], role: str) -> Optional[int]:
+        header = self._header
+        lowered = [h.lower() for h in header]
+        if requested is not None:
+            if requested in header:
+                return header.index(requested)
+            if requested.lower() in lowered:
+                return lowered.index(requested.lower())
+            raise InputFormatError(f"{self.source}: no column {requested!r} for the {role}s; "
+                                   f"the header has {', '.join(map(repr, header))}")
+        if role == "id":
+            return next((lowered.index(n) for n in _ID_NAMES if n in lowered), None)
+        found = next((i for i, h in enumerate(lowered) if "smiles" in h), None)
+        if found is None:
+            raise InputFormatError(f"{self.source}: no SMILES column (none is named like 'smiles'); give "
+                                   f"--smiles-column, one of {', '.join(map(repr, header))}")
+        return found
+
+    def _table_records(self) -> Iterator[Record]:
+        index = 0
+        line = self._csv.line_num + 1  # first line of the next row
+        while True:
+            try:
+                row = next(self._csv)
+            except StopIteration:
+                return
+            except csv.Error as exc:  # e.g. a NUL byte; the reader moves on to the next line
+                index += 1
+                yield Record(index, line, index, "", error=f"unreadable {self.format.upper()} line: {exc}")
+                line = self._csv.line_num + 1
+                continue
+            start, line = line, self._csv.line_num + 1
+            if not any(cell.strip() for cell in row):
+                continue
+            index += 1
+            ident: Union[str, int] = index
+            if self._id_at is not None and self._id_at < len(row) and row[self._id_at].strip():
+                ident = row[self._id_at].strip()
+            if self._smiles_at >= len(row):
+                yield Record(index, start, ident, "", error=(
+                    f"the row has {len(row)} field(s); the SMILES column {self._header[self._smiles_at]!r} "
+                    f"is field {self._smiles_at + 1}"))
+                continue
+            smiles = row[self._smiles_at].strip()
+            if "\ufffd" in smiles or "\ufffd" in str(ident):
+                yield Record(index, start, ident, smiles, error="the line is not valid UTF-8 text")
+                continue
+            yield Record(index, start, ident, smiles)
+
+    # --- .sdf -----------------------------------------------------------------------------
+    def _sdf_records(self) -> Iterator[Record]:
+        index = 0
+        block: list[bytes] = []
+        start = 1
+        number = 0
+        for number, raw in enumerate(self._stream, start=1):
+            if raw.rstrip(b"\r\n").strip() == _SDF_END.encode():
+                index += 1
+                yield self._sdf_record(index, start, block)
+                block, start = [], number + 1
+            else:
+                block.append(raw)
+        if any(raw.strip() for raw in block):  # a last record without its $$$$ line
+            index += 1
+            yield self._sdf_record(index, start, block)
+
+    def _sdf_record(self, index: int, start: int, raw_lines: list[bytes]) -> Record:
+        try:
+            text = b"".join(raw_lines).decode("utf-8-sig" if start == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            return Record(index, start, index, "", error=f"the SDF record is not valid UTF-8 text ({exc.reason} "
+                                                              f"at byte {exc.start})")
+        text = text.replace("\r\n", "\n")
+        title = text.split("\n", 1)[0].strip()
+        fields = sdf_data_fields(text)
+        ident: Union[str, int] = title or index
+        if self.id_column is not None:
+            if self.id_column not in fields:
+                return Record(index, start, ident, "", error=f"the SDF record has no data field "
+                                                             f"{self.id_column!r} for its id")
+            ident = fields[self.id_column].strip() or index
+        mol = molblock_to_mol(text)
+        if isinstance(mol, str):
+            return Record(index, start, ident, "", error=mol)
+        return Record(index, start, ident, "", mol=mol)
+
+
+def split_smi_line(text: str) -> tuple[str, str]:
+    """``"SMILES name with spaces"`` -> ``("SMILES", "name with spaces")``; a ``|...|``
+    CXSMILES extension after the SMILES stays with it."""
+    text = text.strip()
+    parts = text.split(maxsplit=1)
+    if not parts:
+        return "", ""
+    smiles, rest = parts[0], (parts[1] if len(parts) > 1 else "")
+    if rest.startswith("|"):
+        close = rest.find("|", 1)
+        if close > 0:
+            smiles = f"{smiles} {rest[:close + 1]}"
+            rest = rest[close + 1:]
+    return smiles, rest.strip()
+
+
+def _decode(raw: bytes, first: bool) -> tuple[str, Optional[str]]:
+    """A line's text without its line ending, and an error if it is not UTF-8."""
+    try:
+        text = raw.decode("utf-8-sig" if first else "utf-8")
+    except UnicodeDecodeError as exc:
+        return raw.decode("utf-8", errors="replace").rstrip("\r\n"), (
+            f"the line is not valid UTF-8 text ({exc.reason} at byte {exc.start})")
+    return text.rstrip("\r\n"), None
+
+
+def sdf_data_fields(block: str) -> dict[str, str]:
+    """The ``> <NAME>`` data fields after ``M  END`` of one SDF record (text with ``\\n``)."""
+    end = block.find("M  END")
+    if end < 0:
+        return {}
+    fields: dict[str, str] = {}
+    lines = block[end:].split("\n")[1:]
+    i = 0
+    while i < len(lines):
+        match = _SDF_FIELD.match(lines[i])
+        i += 1
+        if match is None:
+            continue
+        value: list[str] = []
+        while i < len(lines) and lines[i].strip():
+            value.append(lines[i])
+            i += 1
+        fields[match.group(1)] = "\n".join(value)
+    return fields
+
+
+_RDKIT_LOG_LOCK = threading.Lock()
+
+
+def molblock_to_mol(block: str) -> Any:
+    """The unsanitized Mol of a mol block, or a string saying why RDKit cannot read it."""
+    from rdkit import Chem, rdBase
+
+    with rdBase.BlockLogs():
+        mol = Chem.MolFromMolBlock(block, sanitize=False, removeHs=False)
+    if mol is not None:
+        return mol
+    # The mol-file parser logs its reason on RDKit's warning log, which CaptureErrorLog does
+    # not see: send RDKit's log to Python's stderr for this one call and capture that.
+    buffer = io.StringIO()
+    with _RDKIT_LOG_LOCK:
+        rdBase.LogToPythonStderr()
+        try:
+            with contextlib.redirect_stderr(buffer):
+                Chem.MolFromMolBlock(block, sanitize=False, removeHs=False)
+        finally:
+            rdBase.LogToCppStreams()
+    lines = [re.sub(r"^\[\d\d:\d\d:\d\d\]\s?", "", line).strip() for line in buffer.getvalue().splitlines()]
+    reason = "; ".join(line for line in lines if line)
+    return "RDKit cannot read the SDF record: " + (reason or "no reason given (empty or malformed mol block)")

@@ -1,0 +1,238 @@
+"""Output files of ``predict`` (CSV) and ``embed`` (NPZ), written so that they can be trusted.
+
+Both are written to a hidden temporary file in the target folder
+(``.<name>.<random>.part``) and renamed over the target only by :meth:`commit`, so a run
+that is killed or fails leaves no partial file posing as complete output.  Neither ever
+writes over the input (:func:`check_output_path`).  Both stream: a chunk is written as soon
+as it is predicted, and nothing but a few counters stays in memory.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import IO, Any, Optional, Sequence, Union
+
+import numpy as np
+
+from molsepnorm.errors import MolsepnormError
+from molsepnorm.predict.predictor import ChunkResult, value_columns
+
+PathLike = Union[str, os.PathLike]
+STDOUT = "-"
+
+
+class OutputPathError(MolsepnormError, ValueError):
+    """The output path is unusable (it is the input, or a folder)."""
+
+
+def check_output_path(out: PathLike, source: PathLike) -> None:
+    """Refuse an output that is the input file itself, or a folder.
+
+    Raises:
+        OutputPathError: naming both paths.
+    """
+    if str(out) == STDOUT:
+        return
+    out_path = Path(out)
+    if out_path.is_dir():
+        raise OutputPathError(f"--out {out}: is a folder; give a file name")
+    if str(source) == "-" or not out_path.exists():
+        return
+    if os.path.samefile(out_path, source):
+        raise OutputPathError(f"--out {out} is the input file itself: refusing to overwrite the input")
+
+
+class _AtomicFile:
+    """A temporary file beside ``target``, renamed to it on :meth:`commit`, removed on :meth:`abort`."""
+
+    def __init__(self, target: PathLike, mode: str, **open_kwargs: Any) -> None:
+        self.target = Path(target)
+        folder = self.target.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".part", dir=folder)
+        self.tmp = Path(tmp)
+        os.chmod(self.tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the output is an ordinary file
+        self.handle: IO[Any] = os.fdopen(fd, mode, **open_kwargs)
+
+    def commit(self) -> Path:
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        os.replace(self.tmp, self.target)
+        return self.target
+
+    def abort(self) -> None:
+        if not self.handle.closed:
+            self.handle.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def format_value(x: float) -> str:
+    """A prediction as CSV text: 7 significant digits (float32 precision), empty for NaN."""
+    return "" if x != x else format(float(x), ".7g")
+
+
+class PredictionWriter:
+    """Streams prediction chunks to a CSV file (atomically) or to standard output.
+
+    Columns: ``id``, ``smiles``, one per target (``<target>_std`` after each for an
+    ensemble), ``error`` (empty when the row was predicted).  Use as a context manager:
+    leaving it by an exception aborts (removes the temporary file), else commits.
+    """
+
+    def __init__(self, out: PathLike, target_names: Sequence[str], ensemble: bool,
+                 stdout: Optional[IO[str]] = None) -> None:
+        self.out = str(out)
+        self.target_names = list(target_names)
+        self.ensemble = ensemble
+        self.columns = ["id", "smiles", *value_columns(self.target_names, ensemble), "error"]
+        self._file: Optional[_AtomicFile] = None
+        if self.out == STDOUT:
+            stream = stdout if stdout is not None else sys.stdout
+        else:
+            self._file = _AtomicFile(self.out, "w", encoding="utf-8", newline="")
+            stream = self._file.handle
+        self._stream = stream
+        self._csv = csv.writer(stream, lineterminator="\n")
+        self._csv.writerow(self.columns)
+        self.rows = 0
+
+    def write(self, chunk: ChunkResult) -> None:
+        """Append one chunk's rows, in order."""
+        T = len(self.target_names)
+        for i, record in enumerate(chunk.records):
+            cells: list[str] = [str(record.id), chunk.smiles[i]]
+            for t in range(T):
+                cells.append(format_value(chunk.values[i, t]))
+                if chunk.std is not None:
+                    cells.append(format_value(chunk.std[i, t]))
+            cells.append(_one_line(chunk.errors[i]))
+            self._csv.writerow(cells)
+        self.rows += len(chunk.records)
+        if self._file is None:
+            self._stream.flush()
+
+    def commit(self) -> str:
+        """Finish: rename the temporary file to the output; its path (``-`` for stdout)."""
+        if self._file is not None:
+            return str(self._file.commit())
+        self._stream.flush()
+        return STDOUT
+
+    def abort(self) -> None:
+        """Give up: remove the temporary file (rows already on stdout stay there)."""
+        if self._file is not None:
+            self._file.abort()
+
+    def __enter__(self) -> "PredictionWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def _one_line(error: Optional[str]) -> str:
+    return "" if error is None else " ".join(error.split())
+
+
+class EmbeddingWriter:
+    """Streams embedding chunks into an ``.npz`` (atomically), in flat memory.
+
+    The archive holds one row per input record, in order:
+
+    * ``embeddings``: float32 ``(n, D)``, NaN rows for records that failed;
+    * ``ids``, ``smiles``, ``errors`` (``""`` when ok): unicode ``(n,)``;
+    * ``ok``: bool ``(n,)``;  ``model``: the model's name or path (0-d string).
+
+    Rows go to anonymous temporary files while the run lasts; :meth:`commit` assembles the
+    archive entry by entry, never holding more than one chunk.
+    """
+
+    def __init__(self, out: PathLike, dim: int, model: str) -> None:
+        if str(out) == STDOUT:
+            raise OutputPathError("embeddings are a binary .npz archive: give --out FILE, not '-'")
+        self.out = Path(out)
+        self.dim = int(dim)
+        self.model = model
+        self.rows = 0
+        self._vectors = tempfile.TemporaryFile()
+        self._texts = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
+        self._width = {"ids": 1, "smiles": 1, "errors": 1}
+
+    def write(self, chunk: ChunkResult) -> None:
+        """Append one chunk's rows."""
+        self._vectors.write(np.ascontiguousarray(chunk.values, dtype="<f4").tobytes())
+        for i, record in enumerate(chunk.records):
+            row = [str(record.id), chunk.smiles[i], _one_line(chunk.errors[i])]
+            for key, text in zip(("ids", "smiles", "errors"), row):
+                self._width[key] = max(self._width[key], len(text))
+            self._texts.write(json.dumps(row) + "\n")
+        self.rows += len(chunk.records)
+
+    def commit(self) -> str:
+        """Write the archive to a temporary file and rename it to the output; its path."""
+        target = _AtomicFile(self.out, "wb")
+        try:
+            with zipfile.ZipFile(target.handle, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+                self._vectors.seek(0)
+                with archive.open("embeddings.npy", "w", force_zip64=True) as entry:
+                    _header(entry, "<f4", (self.rows, self.dim))
+                    while block := self._vectors.read(1 << 20):
+                        entry.write(block)
+                for column, key in enumerate(("ids", "smiles", "errors")):
+                    self._texts.seek(0)
+                    width = self._width[key]
+                    with archive.open(f"{key}.npy", "w", force_zip64=True) as entry:
+                        _header(entry, f"<U{width}", (self.rows,))
+                        for line in self._texts:
+                            entry.write(np.array(json.loads(line)[column], dtype=f"<U{width}").tobytes())
+                self._texts.seek(0)
+                with archive.open("ok.npy", "w", force_zip64=True) as entry:
+                    _header(entry, "|b1", (self.rows,))
+                    for line in self._texts:
+                        entry.write(b"\x00" if json.loads(line)[2] else b"\x01")
+                with archive.open("model.npy", "w") as entry:
+                    np.lib.format.write_array(entry, np.array(self.model))
+            path = target.commit()
+        except BaseException:
+            target.abort()
+            raise
+        finally:
+            self._close_temporaries()
+        return str(path)
+
+    def abort(self) -> None:
+        """Give up: nothing is written."""
+        self._close_temporaries()
+
+    def _close_temporaries(self) -> None:
+        self._vectors.close()
+        self._texts.close()
+
+    def __enter__(self) -> "EmbeddingWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def _header(stream: IO[bytes], descr: str, shape: tuple[int, ...]) -> None:
+    np.lib.format.write_array_header_2_0(stream, {"descr": np.dtype(descr).str, "fortran_order": False,
+                                                  "shape": shape})

@@ -1,0 +1,159 @@
+"""``molsepnorm predict`` / ``embed`` / ``models`` on the command line: outputs and exit codes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from molsepnorm.cli.predict import embed, models, predict
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "data" / "examples" / "molecules.smi"
+MIXED = "CCO ethanol\n\nC1CC ring_open\n  \nc1ccccc1O phenol\nCN(C)(C)(C)C too_many_bonds\n\nCC(=O)O\n"
+
+
+def invoke(command, args, **kwargs):
+    return CliRunner().invoke(command, [*args, "--threads", "1", "--no-progress"], **kwargs)
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> Path:
+    path = tmp_path / "mixed.smi"
+    path.write_text(MIXED)
+    return path
+
+
+def test_example_file_with_the_bundled_model(tmp_path: Path):
+    src = tmp_path / "molecules.smi"
+    src.write_bytes(EXAMPLE.read_bytes())
+    result = invoke(predict, [str(src)])
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "molecules.predictions.csv"
+    frame = pd.read_csv(out)
+    records = [line for line in EXAMPLE.read_text().splitlines() if line.strip()]
+    assert len(frame) == len(records)
+    assert frame["id"].tolist() == [line.split()[1] for line in records]
+    assert frame["error"].notna().sum() >= 3  # the deliberately invalid lines
+    assert "aspirin" in result.output and "tpsa" in result.output  # the predictions are printed
+    assert "ok " in result.output and "molecules/s" in result.output  # the summary line
+
+
+def test_one_row_per_record_with_reasons(mixed: Path, tmp_path: Path):
+    out = tmp_path / "res.csv"
+    result = invoke(predict, [str(mixed), "--out", str(out), "--preview", "0"])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert frame["id"].astype(str).tolist() == ["ethanol", "ring_open", "phenol", "too_many_bonds", "5"]
+    assert frame["smiles"].tolist() == ["CCO", "C1CC", "c1ccccc1O", "CN(C)(C)(C)C", "CC(=O)O"]
+    assert frame["error"].isna().tolist() == [True, False, True, False, True]
+    assert "unclosed ring" in frame["error"][1]
+    assert "valence" in frame["error"][3].lower()
+    assert "ok 3 / failed 2" in result.output
+
+
+def test_exit_1_when_nothing_succeeds(tmp_path: Path):
+    bad = tmp_path / "bad.smi"
+    bad.write_text("C1CC\nxyz\n")
+    result = invoke(predict, [str(bad)])
+    assert result.exit_code == 1
+    assert "no record could be predicted" in result.output
+    assert len(pd.read_csv(tmp_path / "bad.predictions.csv")) == 2  # the reasons are still written
+
+
+def test_strict_stops_and_writes_nothing(mixed: Path, tmp_path: Path):
+    out = tmp_path / "strict.csv"
+    result = invoke(predict, [str(mixed), "--strict", "--out", str(out)])
+    assert result.exit_code == 1
+    assert "mixed.smi, row 3" in result.output and "unclosed ring" in result.output
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["mixed.smi"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--out", "{src}"], "input file itself"),
+    (["--model", "no-such-model"], "no bundled model"),
+    (["--smiles-column", "x"], "no columns"),
+])
+def test_unusable_arguments_exit_2(mixed: Path, args, message):
+    result = invoke(predict, [str(mixed), *[a.format(src=mixed) for a in args]])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert mixed.read_text() == MIXED
+
+
+def test_missing_input_and_missing_csv_column_exit_2(tmp_path: Path):
+    assert invoke(predict, [str(tmp_path / "none.smi")]).exit_code == 2
+    table = tmp_path / "t.csv"
+    table.write_text("mol,name\nCCO,e\n")
+    result = invoke(predict, [str(table)])
+    assert result.exit_code == 2 and "--smiles-column" in result.output
+    assert invoke(predict, [str(table), "--smiles-column", "mol", "--out", str(tmp_path / "o.csv")]).exit_code == 0
+    assert pd.read_csv(tmp_path / "o.csv")["id"].tolist() == ["e"]
+
+
+def test_stdin_to_stdout():
+    result = CliRunner().invoke(predict, ["-", "--out", "-", "--threads", "1", "--no-progress"],
+                                input="CCO a\nC1CC b\n")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "id,smiles,tpsa,error" and len(lines) == 3
+    assert lines[1].startswith("a,CCO,") and lines[2].startswith("b,C1CC,,")
+
+
+def test_ensemble_adds_std_columns(mixed: Path, tmp_path: Path):
+    out = tmp_path / "ens.csv"
+    result = invoke(predict, [str(mixed), "-m", "tpsa-nci-small", "-m", "tpsa-nci-small", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert list(frame.columns) == ["id", "smiles", "tpsa", "tpsa_std", "error"]
+    assert frame["tpsa_std"].dropna().abs().max() < 1e-5  # the same model twice
+
+
+def test_sdf_input_gives_rdkit_smiles(tmp_path: Path):
+    from rdkit import Chem
+
+    sdf = tmp_path / "m.sdf"
+    with Chem.SDWriter(str(sdf)) as writer:
+        for smiles, name in [("OC(=O)c1ccccc1", "benzoic"), ("CCO", "ethanol")]:
+            mol = Chem.MolFromSmiles(smiles)
+            mol.SetProp("_Name", name)
+            writer.write(mol)
+    result = invoke(predict, [str(sdf)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(tmp_path / "m.predictions.csv")
+    assert frame["id"].tolist() == ["benzoic", "ethanol"]
+    assert frame["smiles"].tolist() == ["O=C(O)c1ccccc1", "CCO"]
+
+
+def test_embed_writes_npz(mixed: Path, tmp_path: Path):
+    out = tmp_path / "emb.npz"
+    result = invoke(embed, [str(mixed), "--model", "tpsa-nci-small", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    with np.load(out) as npz:
+        assert npz["embeddings"].shape[0] == 5
+        assert npz["ids"].tolist()[:3] == ["ethanol", "ring_open", "phenol"]
+        assert npz["ok"].tolist() == [True, False, True, False, True]
+        assert "unclosed ring" in npz["errors"][1]
+    bad = tmp_path / "bad.smi"
+    bad.write_text("C1CC\n")
+    assert invoke(embed, [str(bad), "--out", str(tmp_path / "b.npz")]).exit_code == 1
+
+
+def test_models_lists_the_bundled_model():
+    result = CliRunner().invoke(models, [])
+    assert result.exit_code == 0, result.output
+    assert "tpsa-nci-small  (default)" in result.output
+    assert "targets tpsa" in result.output and "test: mae" in result.output
+    listing = json.loads(CliRunner().invoke(models, ["--json"]).output)
+    assert listing[0]["name"] == "tpsa-nci-small" and listing[0]["task"] == "regression"
+
+
+def test_cli_module_imports_no_torch():
+    code = "import sys, molsepnorm.cli.predict; print('torch' in sys.modules, 'rdkit' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]

@@ -1,0 +1,72 @@
+"""The bundled model: present, small, documented, trained by this project, and accurate."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from rdkit import Chem
+from rdkit.Chem import rdMolDescriptors
+
+from molsepnorm.predict.bundled import BUNDLED, DEFAULT_MODEL, UnknownModelError, bundled_models, model_listing, \
+    resolve_model
+from molsepnorm.train.checkpoint import load_checkpoint
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
+def test_bundled_files_are_there_and_small(model):
+    assert model.path.is_file() and model.card_path.is_file()
+    assert model.path.stat().st_size < 2 * 1024 * 1024
+    assert model.path.parent.name == "models" and model.path.parent.parent.name == "molsepnorm"
+
+
+@pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
+def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model):
+    ckpt = load_checkpoint(model.path)
+    assert ckpt["kind"] == "best" and "training_state" not in ckpt
+    assert ckpt["data"]["dataset"] == "nci-tpsa" and ckpt["task"]["target_names"] == ["tpsa"]
+    assert set(ckpt["metrics"]) == {"val", "test"}
+    # the preset beside the card is the one the checkpoint was trained with
+    preset = yaml.safe_load(model.path.with_suffix(".yaml").read_text())
+    for key, value in preset["model"].items():
+        assert ckpt["model"]["config"][key] == value, key
+    for key, value in preset["train"].items():
+        assert ckpt["config"]["train"][key] == value, key
+
+
+@pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
+def test_card_records_command_seed_and_the_checkpoint_metrics(model):
+    card = model.card_path.read_text(encoding="utf-8")
+    ckpt = load_checkpoint(model.path)
+    assert f"`{model.name}`" in card
+    assert f"molsepnorm train --config molsepnorm/models/{model.name}.yaml" in card
+    assert re.search(rf"seed {ckpt['config']['train']['seed']}\b", card)
+    for split in ("val", "test"):
+        assert f"{ckpt['metrics'][split]['mae']:.3f}" in card, split
+        assert f"{ckpt['metrics'][split]['r2']:.4f}" in card, split
+
+
+def test_bundled_model_predicts_tpsa_of_known_drugs(bundled_predictor):
+    lines = [line.split() for line in (REPO / "data" / "examples" / "molecules.smi").read_text().splitlines()]
+    drugs = [parts[0] for parts in lines if parts and Chem.MolFromSmiles(parts[0]) is not None]
+    assert len(drugs) >= 15
+    predicted = bundled_predictor.predict(drugs)["tpsa"].to_numpy()
+    reference = np.array([rdMolDescriptors.CalcTPSA(Chem.MolFromSmiles(s)) for s in drugs])
+    assert np.abs(predicted - reference).mean() < 3.0  # measured 0.6 Å²; TPSA's std is 42 Å²
+
+
+def test_registry_and_resolution(tmp_path: Path):
+    assert bundled_models()[0].name == DEFAULT_MODEL
+    assert resolve_model(DEFAULT_MODEL) == BUNDLED[DEFAULT_MODEL].path
+    local = tmp_path / DEFAULT_MODEL  # a file of that name wins over the bundled model
+    local.write_bytes(b"x")
+    assert resolve_model(local) == local
+    with pytest.raises(UnknownModelError, match="bundled: tpsa-nci-small"):
+        resolve_model("nope")
+    listing = model_listing(BUNDLED[DEFAULT_MODEL])
+    assert listing["task"] == "regression" and listing["targets"] == ["tpsa"]
+    assert listing["metrics"]["test"]["mae"] < 2
