@@ -12,9 +12,7 @@ molsepnorm`` and ``molsepnorm --help`` stay fast.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from molsepnorm._lazy import lazy_exports
 from molsepnorm.version import __version__
 
 # public name -> module that defines it
@@ -34,15 +32,4 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'molsepnorm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

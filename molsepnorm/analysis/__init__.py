@@ -14,9 +14,7 @@ that collapse less and are more uniform.  Heavy dependencies load on first use.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from molsepnorm._lazy import lazy_exports
 _EXPORTS = {
     "AnalysisResult": "molsepnorm.analysis.api",
     "analyze_checkpoints": "molsepnorm.analysis.api",
@@ -40,15 +38,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'molsepnorm.analysis' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -11,9 +11,7 @@ Heavy modules (torch, RDKit) are imported on first use.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from molsepnorm._lazy import lazy_exports
 _EXPORTS = {
     "Predictor": "molsepnorm.predict.predictor",
     "ChunkResult": "molsepnorm.predict.predictor",
@@ -31,15 +29,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'molsepnorm.predict' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

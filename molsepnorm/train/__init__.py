@@ -19,9 +19,7 @@ Heavy modules are imported on first use, so importing this package is cheap.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from molsepnorm._lazy import lazy_exports
 _EXPORTS = {
     "TrainConfig": "molsepnorm.train.config",
     "DataConfig": "molsepnorm.train.config",
@@ -43,15 +41,4 @@ _EXPORTS = {
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'molsepnorm.train' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
