@@ -90,6 +90,11 @@ def load_checkpoint(path: PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
+    with open(path, "rb") as handle:
+        head = handle.read(2)
+    if not head.startswith((b"PK", b"\x80")):  # torch.save writes a zip archive; legacy files are pickles
+        raise CheckpointError(f"{path}: not a checkpoint: torch.save writes a zip archive, and this file is "
+                              "neither a zip archive nor a pickle (a text or other data file?)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:

@@ -113,6 +113,13 @@ def test_plain_pickle_file_is_not_a_checkpoint(tmp_path):
         load_checkpoint(path)
 
 
+def test_text_file_is_named_as_not_a_checkpoint(tmp_path):
+    path = tmp_path / "notes.pt"
+    path.write_text("# not a model\n")
+    with pytest.raises(CheckpointError, match=r"notes\.pt: not a checkpoint.*neither a zip archive nor a pickle"):
+        load_checkpoint(path)
+
+
 def test_wrong_format_and_version(tmp_path):
     path = tmp_path / "a.pt"
     torch.save({"weights": torch.zeros(2)}, path)
