@@ -15,13 +15,14 @@ functions measure both on any checkpoint.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
+
+from molsepnorm._json import jsonable
 
 PathLike = Union[str, os.PathLike]
 
@@ -78,7 +79,7 @@ class AnalysisResult:
             models[label] = {**self.models.get(label, {}), **numbers,
                              "singular_values": self.spectra[label].tolist(),
                              "singular_values_raw": self.spectra_raw[label].tolist()}
-        return _jsonable({**self.info, "definitions": DEFINITIONS, "models": models})
+        return jsonable({**self.info, "definitions": DEFINITIONS, "models": models})
 
     def table(self) -> str:
         """A fixed-width text table, one row per model."""
@@ -286,20 +287,3 @@ def _number(text: Optional[str]) -> Any:
     except ValueError:
         return text
     return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, Path):
-        return str(value)
-    return value

@@ -8,6 +8,8 @@ from typing import Optional, Sequence
 
 import click
 
+from molsepnorm.cli.options import checkpoint_data_options
+
 
 @click.command("analyze")
 @click.option("--model", "-m", "models", required=True, multiple=True, type=click.Path(dir_okay=False),
@@ -21,12 +23,7 @@ import click
               help="Which molecules to embed.")
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder for analysis.json, spectrum.png and summary.png.")
-@click.option("--data-root", type=click.Path(file_okay=False), default=None,
-              help="Folder holding raw data sets (default: the training run's, $MOLSEPNORM_DATA, ...).")
-@click.option("--smiles-column", default=None, help="CSV: column holding the SMILES.")
-@click.option("--target-columns", default=None, help="CSV: comma-separated target columns.")
-@click.option("--split-by", "split_by", default=None, help="CSV: random | scaffold | column:NAME.")
-@click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split.")
+@checkpoint_data_options
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True, help="Molecules per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--max-points", type=click.IntRange(min=2), default=10_000, show_default=True,

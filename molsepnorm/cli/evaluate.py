@@ -6,6 +6,8 @@ from typing import Any, Optional
 
 import click
 
+from molsepnorm.cli.options import checkpoint_data_options
+
 
 @click.command("evaluate")
 @click.option("--model", "-m", "model_path", required=True, type=click.Path(dir_okay=False),
@@ -14,12 +16,7 @@ import click
               help="Data set name or CSV (default: the one the model was trained on, with its split).")
 @click.option("--split", type=click.Choice(["train", "val", "test", "all"]), default="test", show_default=True,
               help="Which split to score.")
-@click.option("--data-root", type=click.Path(file_okay=False), default=None,
-              help="Folder holding raw data sets (default: the training run's, $MOLSEPNORM_DATA, ...).")
-@click.option("--smiles-column", default=None, help="CSV: column holding the SMILES.")
-@click.option("--target-columns", default=None, help="CSV: comma-separated target columns.")
-@click.option("--split-by", "split_by", default=None, help="CSV: random | scaffold | column:NAME.")
-@click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split.")
+@checkpoint_data_options
 @click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True, help="Molecules per batch.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,

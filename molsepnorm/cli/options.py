@@ -27,6 +27,23 @@ def data_options(func: Callable) -> Callable:
     return func
 
 
+def checkpoint_data_options(func: Callable) -> Callable:
+    """``--data-root`` and the CSV options of verbs that read a checkpoint's data set
+    (evaluate, analyze); the split method is ``--split-by`` there, as ``--split`` names
+    which split to read."""
+    options = [
+        click.option("--data-root", type=click.Path(file_okay=False), default=None,
+                     help="Folder holding raw data sets (default: the training run's, $MOLSEPNORM_DATA, ...)."),
+        click.option("--smiles-column", default=None, help="CSV: column holding the SMILES."),
+        click.option("--target-columns", default=None, help="CSV: comma-separated target columns."),
+        click.option("--split-by", "split_by", default=None, help="CSV: random | scaffold | column:NAME."),
+        click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def dataset_kwargs(
     smiles_column: Optional[str] = None,
     target_columns: Optional[str] = None,

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional, Sequence
 from urllib.parse import urlparse
 
 from filelock import FileLock, Timeout
@@ -297,3 +297,74 @@ class GraphormerPreTransform:
         from molsepnorm.encodings import ENCODING_VERSION
 
         return f"GraphormerPreTransform(y=float32[1,T], encoding=GraphormerEncoding v{ENCODING_VERSION})"
+
+
+def ensure_source(
+    target: Path,
+    required: Sequence[str],
+    *,
+    data_root: Path,
+    url: str,
+    how_to_get: str,
+    fetch: Callable[[Path], Path],
+    download: bool = True,
+    partial_what: str,
+    missing: Callable[[str], str],
+    failed: str,
+    timeout_s: float = 60.0,
+) -> None:
+    """Make sure ``target`` holds every file of ``required``, downloading only into an empty
+    folder of a writable data root.
+
+    Args:
+        target: the source folder of a data set (never written when it holds anything).
+        required: paths relative to ``target`` the official loader reads.
+        data_root: the folder a download would write into (checked for writability).
+        url: where the official loader downloads from (checked for reachability first).
+        how_to_get: the sentence telling a user how to put the files there by hand.
+        fetch: downloads into the scratch folder it is given and returns the folder that
+            becomes ``target`` (the official loader's own download code).
+        partial_what, missing, failed: the wording of the errors: "<target> holds part of
+            <partial_what>", ``missing(listing)`` opens the not-found messages, ``failed``
+            opens the message of a failed download.
+        timeout_s: socket timeout during the download (urllib in PyG/OGB has none).
+
+    Raises:
+        DatasetNotFoundError: files are missing and cannot be downloaded: the folder holds
+            some of them (never touched then), downloads are off, the data root is not
+            writable, or the download host cannot be reached.
+    """
+    from molsepnorm.data.paths import is_writable_dir
+    from molsepnorm.errors import DatasetNotFoundError
+
+    absent = [name for name in required if not (target / name).is_file()]
+    if not absent:
+        return
+    listing = ", ".join(absent)
+    if target.is_dir() and any(target.iterdir()):
+        raise DatasetNotFoundError(
+            f"{target} holds part of {partial_what}; missing: {listing}. Nothing is downloaded into a folder "
+            f"that holds part of a data set. {how_to_get}")
+    if not download:
+        raise DatasetNotFoundError(f"{missing(listing)} and download=False. {how_to_get}")
+    if not is_writable_dir(data_root):
+        raise DatasetNotFoundError(f"{missing(listing)} and the data root {data_root} is not writable, so the "
+                                   f"files cannot be downloaded there. {how_to_get}")
+    if not url_reachable(url):
+        raise DatasetNotFoundError(f"{missing(listing)} and the download host of {url} cannot be reached "
+                                   f"(no network?). {how_to_get}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.download-", dir=target.parent))
+    note(f"downloading {partial_what} from {url} into {target}")
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout_s)
+    try:
+        fetched = fetch(scratch)
+        if target.exists():
+            target.rmdir()  # empty: checked above
+        os.replace(fetched, target)
+    except Exception as err:
+        raise DatasetNotFoundError(f"{failed} ({err}). {how_to_get}") from err
+    finally:
+        socket.setdefaulttimeout(previous)
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -20,10 +20,7 @@ import contextlib
 import functools
 import io
 import os
-import shutil
-import socket
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Iterator, Optional
@@ -34,13 +31,11 @@ from molsepnorm.data.cache import (
     GraphormerPreTransform,
     build_once,
     cache_key,
+    ensure_source,
     files_fingerprint,
     link_tree,
-    note,
     third_party_bars,
-    url_reachable,
 )
-from molsepnorm.data.paths import is_writable_dir
 from molsepnorm.data.registry import DatasetSplits, register_dataset
 from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError
 
@@ -113,57 +108,24 @@ def _how_to_get(source: Path) -> str:
             f"(it must hold {', '.join(REQUIRED_FILES)}; {SMILES_FILE} is optional).")
 
 
-def _download(source: Path) -> None:
+def _fetch(scratch: Path) -> Path:
+    """OGB's own download and unzip into ``scratch``; returns the data set folder it holds."""
     from ogb.utils.url import download_url, extract_zip
 
     url, inner = download_url_and_name()
-    source.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{FOLDER}.download-", dir=source.parent))
-    note(f"downloading {OGB_NAME} from {url} into {source}")
-    previous = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # urllib inside ogb has no timeout of its own
-    try:
-        extract_zip(download_url(url, str(scratch)), str(scratch))
-        if source.exists():
-            source.rmdir()  # empty: checked by the caller
-        os.replace(scratch / inner, source)
-    except Exception as err:
-        raise DatasetNotFoundError(
-            f"{OGB_NAME} is missing from {source} and downloading it failed ({err}). {_how_to_get(source)}"
-        ) from err
-    finally:
-        socket.setdefaulttimeout(previous)
-        shutil.rmtree(scratch, ignore_errors=True)
+    extract_zip(download_url(url, str(scratch)), str(scratch))
+    return scratch / inner
 
 
 def ensure_raw(source: Path, download: bool = True) -> None:
-    """Make sure ``source`` (``<data root>/ogbg_molhiv``) holds every file OGB reads.
-
-    Raises:
-        DatasetNotFoundError: files are missing and cannot be downloaded: the folder holds
-            some of them (never touched then), downloads are off, the data root is not
-            writable, or the download host cannot be reached.
-    """
-    missing = [name for name in REQUIRED_FILES if not (source / name).is_file()]
-    if not missing:
-        return
-    listing = ", ".join(missing)
-    if source.is_dir() and any(source.iterdir()):
-        raise DatasetNotFoundError(
-            f"{source} holds part of {OGB_NAME}; missing: {listing}. Nothing is downloaded into a folder that "
-            f"holds part of a data set. {_how_to_get(source)}")
-    if not download:
-        raise DatasetNotFoundError(f"{OGB_NAME} not found: {source} is missing ({listing}) and download=False. "
-                                   f"{_how_to_get(source)}")
-    if not is_writable_dir(source.parent):
-        raise DatasetNotFoundError(f"{OGB_NAME} not found: {source} is missing ({listing}) and the data root "
-                                   f"{source.parent} is not writable, so it cannot be downloaded there. "
-                                   f"{_how_to_get(source)}")
-    url, _ = download_url_and_name()
-    if not url_reachable(url):
-        raise DatasetNotFoundError(f"{OGB_NAME} not found: {source} is missing ({listing}) and the download "
-                                   f"host of {url} cannot be reached (no network?). {_how_to_get(source)}")
-    _download(source)
+    """Make sure ``source`` (``<data root>/ogbg_molhiv``) holds every file OGB reads, downloading
+    only into an empty folder (see :func:`~molsepnorm.data.cache.ensure_source` for the errors)."""
+    ensure_source(
+        source, REQUIRED_FILES, data_root=source.parent, url=download_url_and_name()[0],
+        how_to_get=_how_to_get(source), fetch=_fetch, download=download, partial_what=OGB_NAME,
+        missing=lambda listing: f"{OGB_NAME} not found: {source} is missing ({listing})",
+        failed=f"{OGB_NAME} is missing from {source} and downloading it failed",
+        timeout_s=DOWNLOAD_TIMEOUT_S)
 
 
 def _open(root: Path, pre_transform: GraphormerPreTransform):

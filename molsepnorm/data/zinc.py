@@ -13,11 +13,7 @@ download, instead of PyG's ``TypeError`` from deep inside ``process()``.
 """
 from __future__ import annotations
 
-import os
 import pickle
-import shutil
-import socket
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Optional
@@ -29,13 +25,11 @@ from molsepnorm.data.cache import (
     GraphormerPreTransform,
     build_once,
     cache_key,
+    ensure_source,
     files_fingerprint,
     link_tree,
-    note,
     third_party_bars,
-    url_reachable,
 )
-from molsepnorm.data.paths import is_writable_dir
 from molsepnorm.data.registry import DatasetSplits, register_dataset
 from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError
 
@@ -62,57 +56,23 @@ def _how_to_get(raw: Path) -> str:
             f"train.index, val.index and test.index from {ZINC.split_url.format('<split>')}.")
 
 
-def _download_raw(raw: Path) -> None:
-    """Run PyG's own ``ZINC.download`` into a scratch folder, then move its ``raw/`` into place."""
-    raw.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".download-", dir=raw.parent))
-    note(f"downloading ZINC from {ZINC.url} into {raw}")
-    previous = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # urllib inside PyG has no timeout of its own
-    try:
-        (scratch / "raw").mkdir()  # as PyG's Dataset._download does before calling download()
-        ZINC.download(SimpleNamespace(root=str(scratch), raw_dir=str(scratch / "raw"),
-                                      url=ZINC.url, split_url=ZINC.split_url))
-        if raw.exists():
-            raw.rmdir()  # empty: checked by the caller
-        os.replace(scratch / "raw", raw)
-    except Exception as err:
-        raise DatasetNotFoundError(
-            f"ZINC's raw files are missing from {raw} and downloading them failed ({err}). {_how_to_get(raw)}"
-        ) from err
-    finally:
-        socket.setdefaulttimeout(previous)
-        shutil.rmtree(scratch, ignore_errors=True)
+def _fetch_raw(scratch: Path) -> Path:
+    """PyG's own ``ZINC.download`` into ``scratch``; returns the ``raw/`` it filled."""
+    (scratch / "raw").mkdir()  # as PyG's Dataset._download does before calling download()
+    ZINC.download(SimpleNamespace(root=str(scratch), raw_dir=str(scratch / "raw"),
+                                  url=ZINC.url, split_url=ZINC.split_url))
+    return scratch / "raw"
 
 
 def ensure_raw(raw: Path, download: bool = True) -> None:
-    """Make sure ``raw`` holds PyG's six raw files, downloading them only into an empty folder.
-
-    Raises:
-        DatasetNotFoundError: files are missing and cannot be downloaded: the folder holds
-            some of them (never touched then), downloads are off, the data root is not
-            writable, or the download host cannot be reached.
-    """
-    missing = [name for name in RAW_FILES if not (raw / name).is_file()]
-    if not missing:
-        return
-    listing = ", ".join(missing)
-    if raw.is_dir() and any(raw.iterdir()):
-        raise DatasetNotFoundError(
-            f"{raw} holds part of ZINC's raw files; missing: {listing}. Nothing is downloaded into a folder "
-            f"that holds part of a data set. {_how_to_get(raw)}")
-    if not download:
-        raise DatasetNotFoundError(f"ZINC's raw files are missing from {raw} ({listing}) and download=False. "
-                                   f"{_how_to_get(raw)}")
-    data_root = raw.parent.parent
-    if not is_writable_dir(data_root):
-        raise DatasetNotFoundError(f"ZINC's raw files are missing from {raw} ({listing}) and the data root "
-                                   f"{data_root} is not writable, so they cannot be downloaded there. "
-                                   f"{_how_to_get(raw)}")
-    if not url_reachable(ZINC.url):
-        raise DatasetNotFoundError(f"ZINC's raw files are missing from {raw} ({listing}) and the download host "
-                                   f"of {ZINC.url} cannot be reached (no network?). {_how_to_get(raw)}")
-    _download_raw(raw)
+    """Make sure ``raw`` holds PyG's six raw files, downloading them only into an empty folder
+    (see :func:`~molsepnorm.data.cache.ensure_source` for the errors)."""
+    ensure_source(
+        raw, RAW_FILES, data_root=raw.parent.parent, url=ZINC.url, how_to_get=_how_to_get(raw),
+        fetch=_fetch_raw, download=download, partial_what="ZINC's raw files",
+        missing=lambda listing: f"ZINC's raw files are missing from {raw} ({listing})",
+        failed=f"ZINC's raw files are missing from {raw} and downloading them failed",
+        timeout_s=DOWNLOAD_TIMEOUT_S)
 
 
 def check_full_layout(raw: Path) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from molsepnorm._json import jsonable
 from molsepnorm.errors import MolsepnormError
 
 PathLike = Union[str, os.PathLike]
@@ -76,14 +77,14 @@ class RunDir:
         payload = {"sizes": {k: int(len(v)) for k, v in split_indices.items()},
                    "indices": {k: np.asarray(v).astype(int).tolist() for k, v in split_indices.items()}}
         if info:
-            payload["info"] = _jsonable(dict(info))
+            payload["info"] = jsonable(dict(info))
         _write_text_atomic(self.split, json.dumps(payload))
 
     # --- metrics ----------------------------------------------------------------------
     def append_metrics(self, row: Mapping[str, Any]) -> None:
         """Append one epoch's row to ``metrics.jsonl`` and rewrite ``metrics.csv``."""
         with open(self.metrics_jsonl, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(_jsonable(dict(row))) + "\n")
+            fh.write(json.dumps(jsonable(dict(row))) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         self._write_csv(self.read_metrics())
@@ -119,7 +120,7 @@ class RunDir:
 
     def write_results(self, results: Mapping[str, Any]) -> None:
         """``results.json``: the final metrics of the best checkpoint."""
-        _write_text_atomic(self.results, json.dumps(_jsonable(dict(results)), indent=2) + "\n")
+        _write_text_atomic(self.results, json.dumps(jsonable(dict(results)), indent=2) + "\n")
 
 
 def setup_logger(run_dir: Optional[RunDir], is_main: bool, console: bool = True) -> logging.Logger:
@@ -188,22 +189,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4f}"
     return str(value)
-
-
-def _jsonable(value: Any) -> Any:
-    """Plain JSON types; non-finite floats become None (JSON has no NaN)."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, Path):
-        return str(value)
-    return value
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
