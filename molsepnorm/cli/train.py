@@ -28,6 +28,7 @@ _OVERRIDES = {
     "threads": "train.threads",
     "batching": "train.batching",
     "checkpoint_every": "train.checkpoint_every_steps",
+    "on_nonfinite": "train.on_nonfinite",
 }
 _CSV_FLAGS = ("smiles_column", "target_columns", "split", "split_seed", "vocab")
 # what --resume accepts besides the run directory
@@ -70,6 +71,8 @@ _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
               help="Early stopping: epochs without validation improvement.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Also write last.pt every N steps within an epoch.")
+@click.option("--on-nonfinite", type=click.Choice(["stop", "skip"]), default=None,
+              help="A NaN/infinite loss or gradient: stop naming the step and batch (default), or skip the batch.")
 @click.option("--num-workers", type=click.IntRange(min=0), default=None, help="DataLoader worker processes.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (torch.set_num_threads).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on).")

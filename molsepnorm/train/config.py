@@ -29,6 +29,7 @@ PathLike = Union[str, os.PathLike]
 
 LOSSES = ("auto", "l1", "mse", "bce")
 BATCHINGS = ("random", "bucket")
+NONFINITE = ("stop", "skip")
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 
@@ -69,6 +70,8 @@ class TrainConfig:
     patience: Optional[int] = None  # stop after this many epochs without improvement
     checkpoint_every_steps: Optional[int] = None  # also write last.pt every N steps mid-epoch
     threads: Optional[int] = None  # torch.set_num_threads on CPU; None: leave as is
+    on_nonfinite: str = "stop"  # NaN/inf loss or gradient: "stop" (error naming step and batch) | "skip" the batch
+    max_skipped_batches: int = 10  # with "skip": stop after this many non-finite batches in a row
     progress: bool = True  # progress bar on the terminal (rank 0 only)
 
     def validate(self) -> None:
@@ -83,6 +86,8 @@ class TrainConfig:
         _positive("train.patience", self.patience, allow_none=True)
         _positive("train.checkpoint_every_steps", self.checkpoint_every_steps, allow_none=True)
         _positive("train.threads", self.threads, allow_none=True)
+        _positive("train.max_skipped_batches", self.max_skipped_batches)
+        _choice("train.on_nonfinite", self.on_nonfinite, NONFINITE)
         if not self.lr > 0:
             raise ConfigError(f"train.lr must be positive, got {self.lr}")
         if not 0 <= self.end_lr <= self.lr:

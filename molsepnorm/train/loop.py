@@ -44,7 +44,7 @@ log = logging.getLogger("molsepnorm.train")
 
 
 class NonFiniteLossError(MolsepnormError, FloatingPointError):
-    """The training loss became NaN or infinite; the message names the step and batch."""
+    """The training loss or its gradient became NaN or infinite; the message names the step and batch."""
 
 
 @dataclass
@@ -75,6 +75,8 @@ class _State:
     bad_epochs: int = 0  # epochs without improvement (early stopping)
     loss_sum: float = 0.0  # sum over this epoch's batches of loss * graphs
     loss_graphs: int = 0
+    skipped_batches: int = 0  # non-finite batches skipped this epoch (train.on_nonfinite = "skip")
+    skipped_in_a_row: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -304,12 +306,15 @@ class Trainer:
             for i, batch in enumerate(loader, start=skip):
                 if tc.max_steps is not None and st.step >= tc.max_steps:
                     break
-                loss, n = self._train_step(batch, i)
+                done = self._train_step(batch, i)
+                st.batch_in_epoch = i + 1
+                bar.update(1)
+                if done is None:  # a non-finite batch, skipped (train.on_nonfinite = "skip")
+                    continue
+                loss, n = done
                 st.loss_sum += loss * n
                 st.loss_graphs += n
-                st.batch_in_epoch = i + 1
                 graphs_seen += n
-                bar.update(1)
                 if st.step % 5 == 0 or bar.n == bar.total:
                     bar.set_postfix(loss=f"{loss:.4f}", graphs_s=f"{graphs_seen / (time.perf_counter() - t0):.0f}",
                                     lr=f"{self.scheduler.get_last_lr()[0]:.2e}", refresh=False)
@@ -321,8 +326,13 @@ class Trainer:
         self._epoch_seconds = time.perf_counter() - t0
         self._epoch_graphs = graphs_seen
 
-    def _train_step(self, batch: GraphBatch, index: int) -> tuple[float, int]:
-        """One optimizer step; returns ``(loss, graphs)``."""
+    def _train_step(self, batch: GraphBatch, index: int) -> Optional[tuple[float, int]]:
+        """One optimizer step; returns ``(loss, graphs)``, or None for a skipped non-finite batch.
+
+        A NaN or infinite loss, or a finite loss whose gradient norm is not finite, never
+        reaches the weights: training stops with :class:`NonFiniteLossError` naming the
+        step and batch, or (``train.on_nonfinite = "skip"``) the batch is skipped.
+        """
         st, tc = self.state, self.tc
         batch = batch.to(self.device, non_blocking=True)
         target = batch.y.float()
@@ -331,23 +341,42 @@ class Trainer:
         with self._autocast():
             out = self.model(batch)
         loss = batch_loss(self.loss_kind, out.float(), target)
+        where = f"epoch {st.epoch + 1}, step {st.step + 1}, batch {index} of the epoch"
+        smiles = f"; molecules: {batch.smiles[:5]}{' ...' if len(batch.smiles) > 5 else ''}" if batch.smiles else ""
         finite = bool(torch.isfinite(loss))
-        if ddp.any_rank(not finite, self.env):  # every rank stops together, none hangs in backward
-            where = f"epoch {st.epoch + 1}, step {st.step + 1}, batch {index} of the epoch"
+        if ddp.any_rank(not finite, self.env):  # every rank decides together, none hangs in backward
             what = f"training loss is {float(loss.detach())}" if not finite else "training loss is not finite on another rank"
-            smiles = f"; molecules: {batch.smiles[:5]}{' ...' if len(batch.smiles) > 5 else ''}" if batch.smiles else ""
-            raise NonFiniteLossError(
-                f"{what} at {where}{smiles}. Try a lower --lr, gradient clipping (train.clip_norm), "
-                "or check the targets for extreme values."
-            )
+            return self._nonfinite(f"{what} at {where}{smiles}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if tc.clip_norm is not None:
-            nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
+        # gradients are already all-reduced under DDP, so every rank sees the same norm
+        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(),
+                                             tc.clip_norm if tc.clip_norm is not None else float("inf"))
+        if not bool(torch.isfinite(grad_norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            return self._nonfinite(
+                f"gradient norm is {float(grad_norm)} (loss {float(loss.detach()):.4g}) at {where}{smiles}")
         self.optimizer.step()
         self.scheduler.step()
         st.step += 1
+        st.skipped_in_a_row = 0
         return float(loss.detach()), batch.num_graphs
+
+    def _nonfinite(self, message: str) -> None:
+        """Stop (default) or skip a batch whose loss or gradient is not finite."""
+        st, tc = self.state, self.tc
+        if tc.on_nonfinite != "skip":
+            raise NonFiniteLossError(
+                f"{message}. Try a lower --lr, gradient clipping (train.clip_norm), check the targets for extreme "
+                "values, or skip such batches with --on-nonfinite skip."
+            )
+        st.skipped_in_a_row += 1
+        if st.skipped_in_a_row > tc.max_skipped_batches:
+            raise NonFiniteLossError(f"{message}: {st.skipped_in_a_row} non-finite batches in a row "
+                                     f"(train.max_skipped_batches = {tc.max_skipped_batches}); stopping")
+        st.skipped_batches += 1
+        log.warning("skipped a batch: %s", message)
+        return None
 
     def _end_epoch(self) -> None:
         """Validate, log the epoch's row, write best.pt (if improved) and last.pt."""
@@ -376,7 +405,9 @@ class Trainer:
                "train_loss": train_loss, **{f"val_{k}": v for k, v in val.items()},
                f"best_val_{self.metric}": st.best_value, "epoch_seconds": epoch_seconds,
                "eval_seconds": eval_seconds, "graphs_per_second": graphs_per_s}
-        st.loss_sum, st.loss_graphs = 0.0, 0
+        if self.tc.on_nonfinite == "skip":
+            row["skipped_batches"] = st.skipped_batches
+        st.loss_sum, st.loss_graphs, st.skipped_batches = 0.0, 0, 0
         if self.run_dir is not None:
             self.run_dir.append_metrics(row)
         log.info("epoch %d  step %d  train loss %.4f  val %s%s  (%.1f s, %.0f graphs/s)", completed, st.step,

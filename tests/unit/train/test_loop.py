@@ -51,6 +51,80 @@ def test_nan_loss_stops_with_step_and_batch(tpsa_csv, tiny_config):
     assert trainer.state.step == 2  # the bad step was not applied
 
 
+def _poison_forward(trainer, bad_calls, value=float("nan")):
+    """Make the model's output ``value`` on the given (1-based) forward calls in training mode."""
+    forward = trainer.model.forward
+    calls = {"n": 0}
+
+    def poisoned(batch):
+        out = forward(batch)
+        if not trainer.model.training:
+            return out
+        calls["n"] += 1
+        return out * value if calls["n"] in bad_calls else out
+
+    trainer.model.forward = poisoned
+
+
+def test_infinite_gradient_with_a_finite_loss_stops_before_the_weights_change(tpsa_csv, tiny_config):
+    config = tiny_config(tpsa_csv, batch_size=32, epochs=1)
+    trainer = Trainer(config, _splits(config))
+    forward = trainer.model.forward
+    calls = {"n": 0}
+
+    class InfiniteGradient(torch.autograd.Function):
+        """Identity forward; the gradient flowing back is multiplied by inf."""
+
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * float("inf")
+
+    def huge_gradient(batch):
+        calls["n"] += 1
+        out = forward(batch)
+        return InfiniteGradient.apply(out) if calls["n"] == 2 else out
+
+    trainer.model.forward = huge_gradient
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with pytest.raises(NonFiniteLossError, match=r"gradient norm is (nan|inf).*epoch 1, step 2, batch 1"):
+        trainer.fit()
+    assert trainer.state.step == 1
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    assert any(not torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())  # step 1 did apply
+
+
+def test_skip_mode_skips_non_finite_batches_and_finishes(tpsa_csv, tiny_config, tmp_path, caplog):
+    from molsepnorm.train.run_dir import RunDir
+
+    # 240 training molecules in batches of 32: 8 batches per epoch; the 3rd and 10th are poisoned
+    config = tiny_config(tpsa_csv, batch_size=32, epochs=2, on_nonfinite="skip")
+    rd = RunDir(tmp_path / "run")
+    rd.create()
+    trainer = Trainer(config, _splits(config), run_dir=rd)
+    _poison_forward(trainer, {3, 10}, float("inf"))
+    with caplog.at_level("WARNING", logger="molsepnorm"):
+        result = trainer.fit()
+    assert result.epochs == 2 and result.steps == 2 * 8 - 2
+    assert [row["skipped_batches"] for row in rd.read_metrics()] == [1, 1]
+    skipped = [r.getMessage() for r in caplog.records if "skipped a batch" in r.getMessage()]
+    assert len(skipped) == 2 and "epoch 1, step 3, batch 2" in skipped[0] and "epoch 2, step 9, batch 1" in skipped[1]
+    assert all(torch.isfinite(p).all() for p in trainer.model.parameters())
+    assert np.isfinite(result.val["mae"]) and np.isfinite(result.test["mae"])
+
+
+def test_skip_mode_stops_after_too_many_non_finite_batches_in_a_row(tpsa_csv, tiny_config):
+    config = tiny_config(tpsa_csv, batch_size=32, epochs=1, on_nonfinite="skip", max_skipped_batches=2)
+    trainer = Trainer(config, _splits(config))
+    _poison_forward(trainer, {2, 4, 5, 6})  # 2 alone is skipped; 4, 5 skipped; the third in a row stops
+    with pytest.raises(NonFiniteLossError, match=r"3 non-finite batches in a row.*max_skipped_batches = 2"):
+        trainer.fit()
+    assert trainer.state.step == 2 and trainer.state.skipped_batches == 3
+
+
 def test_a_nan_model_is_never_written_as_best(tpsa_csv, tiny_config, tmp_path):
     from molsepnorm.train.run_dir import RunDir
 
