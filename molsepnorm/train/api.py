@@ -147,6 +147,8 @@ def resume(
         trainer = Trainer(config, splits, run_dir=rd, env=env)
         trainer.load_training_state(checkpoint)
         if env.is_main:
+            for stale in rd.remove_stale_temporaries():
+                log.info("removed %s, a file torn by the interruption", stale.name)
             rd.truncate_metrics(trainer.state.epoch)
             log.info("resumed %s at epoch %d, step %d (batch %d of the epoch)", rd.path, trainer.state.epoch + 1,
                      trainer.state.step, trainer.state.batch_in_epoch)

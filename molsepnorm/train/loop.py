@@ -254,6 +254,7 @@ class Trainer:
         rd = self.run_dir
         if self.state.step == 0 and self.state.batch_in_epoch == 0 and self.state.epoch == 0:
             self._log_start()
+            self._save_last()  # from now on the run directory always holds a resumable last.pt
         stopped = "epochs"
         while self.state.epoch < self.max_epochs:
             if self.tc.max_steps is not None and self.state.step >= self.tc.max_steps:

@@ -68,8 +68,19 @@ class RunDir:
             raise RunDirError(f"cannot resume: run directory {self.path} does not exist")
         for needed in (self.config, self.last):
             if not needed.is_file():
-                raise RunDirError(f"cannot resume {self.path}: {needed.name} is missing (did the run "
-                                  "finish its first epoch?)")
+                raise RunDirError(f"cannot resume {self.path}: {needed.name} is missing (was the run killed "
+                                  "before training started?)")
+
+    def remove_stale_temporaries(self) -> list[Path]:
+        """Delete the ``*.tmp`` files a killed run left half-written; returns their paths.
+
+        Every file of a run directory is written to ``<name>.tmp`` and renamed over
+        ``<name>``, so a ``.tmp`` file is only ever a torn write, never the latest data.
+        """
+        stale = sorted(self.path.glob("*.tmp"))
+        for path in stale:
+            path.unlink(missing_ok=True)
+        return stale
 
     # --- split ------------------------------------------------------------------------
     def write_split(self, split_indices: Mapping[str, np.ndarray], info: Optional[Mapping[str, Any]] = None) -> None:

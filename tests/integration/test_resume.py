@@ -6,6 +6,7 @@ seed; the comparison is exact (``==`` on floats), per epoch and at the end.
 from __future__ import annotations
 
 import json
+import random
 import os
 import signal
 import subprocess
@@ -133,3 +134,159 @@ def test_resume_refuses_other_settings_and_missing_runs(tmp_path):
     assert result.exit_code == 2 and "--lr" in result.output
     result = runner.invoke(train_cmd, ["--resume", str(tmp_path / "none")])
     assert result.exit_code == 1 and "does not exist" in result.output
+
+
+# --------------------------------------------------------------------------------------
+# SIGKILL at random moments, and in the middle of a checkpoint write
+# --------------------------------------------------------------------------------------
+# A wrapper around `molsepnorm train` that SIGKILLs its own process at the N-th write of
+# one checkpoint file: half-way through the bytes, after the bytes but before the rename,
+# or just after the rename.  Everything else is the real CLI in a real process.
+KILLER = r'''
+import io, os, signal, sys
+
+import torch
+
+target, nth, mode, fraction = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+real_save, real_replace, writes = torch.save, os.replace, [0]
+
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def save(obj, f, *args, **kwargs):
+    if str(getattr(f, "name", "")).endswith(os.sep + target + ".tmp"):
+        writes[0] += 1
+        if writes[0] == nth and mode == "mid-write":
+            buffer = io.BytesIO()
+            real_save(obj, buffer, *args, **kwargs)
+            data = buffer.getbuffer()
+            f.write(data[: int(len(data) * fraction)])
+            f.flush()
+            os.fsync(f.fileno())
+            die()
+    return real_save(obj, f, *args, **kwargs)
+
+
+def replace(src, dst, *args, **kwargs):
+    mine = str(dst).endswith(os.sep + target) and writes[0] == nth
+    if mine and mode == "before-rename":
+        die()
+    real_replace(src, dst, *args, **kwargs)
+    if mine and mode == "after-rename":
+        die()
+
+
+torch.save, os.replace = save, replace
+from molsepnorm.cli.train import train
+
+sys.argv = ["molsepnorm-train", *sys.argv[5:]]
+train()
+'''
+
+
+def long_args(csv: Path, out: Path, epochs: int) -> list[str]:
+    args = train_args(csv, out)
+    args[args.index("--epochs") + 1] = str(epochs)
+    return args
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    """An uninterrupted 4-epoch run (last.pt written 13 times: step 0, steps 3 and 6 of each epoch, each epoch end)."""
+    tmp = tmp_path_factory.mktemp("reference")
+    csv = write_tpsa_csv(tmp / "tpsa300.csv")
+    run_ok(train_args(csv, tmp / "full"))
+    return csv, tmp / "full"
+
+
+def _kill_cases() -> list[tuple[str, int, str, float]]:
+    rng = random.Random(20261122)  # fixed: the same cases every run
+    cases = []
+    for target, writes in (("last.pt", 13), ("best.pt", 2)):
+        for mode in ("mid-write", "before-rename", "after-rename"):
+            first = 2 if target == "last.pt" else 1  # killed in the very first last.pt write: nothing to resume
+            cases.append((target, rng.randint(first, writes), mode, round(rng.uniform(0.05, 0.95), 2)))
+    return cases
+
+
+@pytest.mark.parametrize("target,nth,mode,fraction", _kill_cases())
+def test_sigkill_during_a_checkpoint_write_leaves_a_loadable_checkpoint_and_resumes(
+        reference_run, tmp_path, target, nth, mode, fraction):
+    csv, full = reference_run
+    run = tmp_path / "killed"
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    done = subprocess.run([sys.executable, str(script), target, str(nth), mode, str(fraction),
+                           *train_args(csv, run)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    assert not (run / "results.json").exists()
+
+    checkpoint = load_checkpoint(run / "last.pt")  # never torn: the previous (or the new) complete file
+    assert checkpoint["training_state"]["progress"]["step"] < 32
+    if target == "best.pt" and (run / "best.pt").exists():
+        load_checkpoint(run / "best.pt")
+    torn = run / (target + ".tmp")
+    assert torn.exists() == (mode != "after-rename")
+    if mode == "mid-write":
+        with pytest.raises(CheckpointError, match=target):
+            load_checkpoint(torn)
+
+    resumed = run_ok(["--resume", str(run), "--no-progress"])
+    assert not list(run.glob("*.tmp"))
+    if mode != "after-rename":
+        assert f"removed {target}.tmp" in resumed.stderr + (run / "train.log").read_text()
+    assert rows(run) == rows(full)
+    assert json.loads((run / "results.json").read_text()) == json.loads((full / "results.json").read_text())
+
+
+def _kill_at_random_moments(csv: Path, full: Path, run: Path, kills: int, seed: int) -> list[dict]:
+    """Start, SIGKILL after a random delay, check last.pt loads, resume; ``kills`` times, then finish."""
+    rng = random.Random(seed)
+    seen = []
+    args = long_args(csv, run, epochs=8)
+    for k in range(kills):
+        proc = subprocess.Popen(cli(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 240
+            while not (run / "last.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, 1.5))  # training is about 2 s of the run, after 3-4 s of start-up
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.returncode == 0:  # finished before the kill
+            break
+        state = load_checkpoint(run / "last.pt")["training_state"]["progress"]  # always loadable
+        seen.append({"kill": k, "step": state["step"], "epoch": state["epoch"]})
+        args = ["--resume", str(run), "--no-progress"]
+    else:
+        run_ok(args)
+    assert rows(run) == rows(full)
+    assert json.loads((run / "results.json").read_text()) == json.loads((full / "results.json").read_text())
+    return seen
+
+
+@pytest.fixture(scope="module")
+def reference_run_8_epochs(reference_run, tmp_path_factory):
+    csv, _ = reference_run
+    full = tmp_path_factory.mktemp("reference8") / "full"
+    run_ok(long_args(csv, full, epochs=8))
+    return csv, full
+
+
+def test_sigkill_at_random_moments_then_resume_always_finishes_like_an_uninterrupted_run(
+        reference_run_8_epochs, tmp_path):
+    csv, full = reference_run_8_epochs
+    seen = _kill_at_random_moments(csv, full, tmp_path / "run", kills=3, seed=1)
+    assert seen, "no kill landed during training"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10))
+def test_sigkill_at_random_moments_long(reference_run_8_epochs, tmp_path, seed):
+    csv, full = reference_run_8_epochs
+    seen = _kill_at_random_moments(csv, full, tmp_path / "run", kills=6, seed=100 + seed)
+    print(f"seed {seed}: killed at {seen}")
