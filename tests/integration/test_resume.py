@@ -241,6 +241,14 @@ def test_sigkill_during_a_checkpoint_write_leaves_a_loadable_checkpoint_and_resu
     assert json.loads((run / "results.json").read_text()) == json.loads((full / "results.json").read_text())
 
 
+def _training(run: Path, resumes: int) -> bool:
+    """Has the process started (``resumes`` = 0) or resumed (the ``resumes``-th time) training?"""
+    log = run / "train.log"
+    if resumes == 0:
+        return (run / "last.pt").exists()
+    return log.exists() and log.read_text().count("INFO resumed ") >= resumes
+
+
 def _kill_at_random_moments(csv: Path, full: Path, run: Path, kills: int, seed: int) -> list[dict]:
     """Start, SIGKILL after a random delay, check last.pt loads, resume; ``kills`` times, then finish."""
     rng = random.Random(seed)
@@ -250,9 +258,9 @@ def _kill_at_random_moments(csv: Path, full: Path, run: Path, kills: int, seed: 
         proc = subprocess.Popen(cli(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 240
-            while not (run / "last.pt").exists() and proc.poll() is None and time.monotonic() < deadline:
+            while not _training(run, resumes=len(seen)) and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.005)
-            time.sleep(rng.uniform(0.0, 1.5))  # training is about 2 s of the run, after 3-4 s of start-up
+            time.sleep(rng.uniform(0.0, 1.0))  # training + testing take about 2 s once started
         finally:
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
@@ -282,6 +290,8 @@ def test_sigkill_at_random_moments_then_resume_always_finishes_like_an_uninterru
     csv, full = reference_run_8_epochs
     seen = _kill_at_random_moments(csv, full, tmp_path / "run", kills=3, seed=1)
     assert seen, "no kill landed during training"
+    steps = [s["step"] for s in seen]
+    assert steps == sorted(steps) and len(set(steps)) > 1, f"every resume must make progress: {seen}"
 
 
 @pytest.mark.slow
