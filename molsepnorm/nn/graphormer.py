@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from molsepnorm.nn.dropout import dropout
 from molsepnorm.nn.attention import ATTENTION_IMPLS, BiasedSelfAttention
 from molsepnorm.nn.encoders import AtomEncoder, DegreeEncoder, GraphAttentionBias
 from molsepnorm.nn.norm import NORM_KINDS, SepNorm, ShareNorm
@@ -152,11 +153,11 @@ class GraphormerLayer(nn.Module):
             nn.init.zeros_(linear.bias)
 
     def _ffn(self, x: Tensor) -> Tensor:
-        x = F.dropout(F.gelu(self.fc1(x)), self.activation_dropout, self.training)
+        x = dropout(F.gelu(self.fc1(x)), self.activation_dropout, self.training)
         return self.fc2(x)
 
     def _drop(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.dropout, self.training)
+        return dropout(x, self.dropout, self.training)
 
     def forward(self, x: Tensor, bias: Tensor, mask: Tensor) -> Tensor:
         """x (B, L, D), bias (B, H, L, L), mask (B, L) bool (True = real token) -> (B, L, D)."""
@@ -232,7 +233,7 @@ class Graphormer(nn.Module):
         h = torch.cat([self.graph_token.view(1, 1, -1).expand(B, 1, -1), atoms], 1)  # (B, N+1, D)
         if self.input_norm is not None:
             h = self.input_norm(h, mask)
-        h = F.dropout(h, self.config.dropout, self.training)
+        h = dropout(h, self.config.dropout, self.training)
         for layer in self.layers:
             h = layer(h, bias, mask)
         if self.final_norm is not None:
