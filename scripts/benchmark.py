@@ -1,0 +1,490 @@
+"""molsepnorm's speed, measured, and side by side with HuggingFace's Graphormer.
+
+    python scripts/benchmark.py                         # everything, 1 thread; the peer if .peer-venv exists
+    python scripts/benchmark.py --threads 2             # the same with 2 torch threads
+    python scripts/benchmark.py --parts preprocess,train --peer-python /path/to/venv/bin/python
+    python scripts/benchmark.py --quick                 # small sizes: a minute, for checking the plumbing
+    python scripts/benchmark.py --compile               # also time torch.compile'd training steps
+
+What is measured (all on real molecules, warm-up excluded, ``time.perf_counter``):
+
+(a) ``preprocess``: SMILES -> model-ready sample with all structural encodings, molecules/s,
+    on the first ``--preprocess-n`` ogbg-molhiv SMILES (``mapping/mol.csv.gz`` under
+    ``$MOLSEPNORM_DATA`` or ``../shared/data``).  Ours: ``featurize(smiles, "ogb")`` then
+    ``encode`` (degree, shortest-path distances, next-hop table).
+(b) ``train``: forward + backward + AdamW step of Graphormer-slim (12 layers, hidden 80,
+    FFN 80, 8 heads, dropout 0.1, pre-LN, SepNorm) on ``--batches`` batches of
+    ``--batch-size`` graphs drawn at random (seeded) from the training split of
+    zinc-subset and of ogbg-molhiv; graphs/s for the step alone and with the collate
+    function that pads the batch.  Also the same molecules regrouped into size-bucketed
+    batches (what ``--batching bucket`` buys).
+(c) ``predict``: ``molsepnorm predict`` end to end from a ``.smi`` of ``--predict-n``
+    SMILES to the output CSV, molecules/s and peak resident memory, in a fresh process
+    (``scripts/bench_predict.py``).
+(d) ``flops``: FLOPs per graph of one forward and forward + backward, counted by
+    ``torch.utils.flop_counter.FlopCounterMode`` (matrix products only: softmax,
+    norms and element-wise work are not counted, so the fraction is a lower bound), and
+    the fraction of the machine's peak the training step reaches, against a measured
+    float32 GEMM peak (``torch.mm`` of 2048 x 2048 at the same thread count).
+
+The peer (``--peer-python``, default ``.peer-venv/bin/python`` when it exists) is
+HuggingFace transformers 4.57.6's ``transformers.models.deprecated.graphormer`` in its own
+virtual environment, never a dependency of molsepnorm: create it with
+``bash scripts/peer/setup_hf_env.sh`` (python 3.11, torch 2.13.0, transformers 4.57.6,
+Cython 0.29.37, ogb).  This script writes the same molecules and the same batches to a
+folder, runs ``scripts/peer/hf_graphormer_bench.py`` there with the same model
+dimensions, batch size and thread count, and reports the ratios.
+
+Results: a table on stdout and JSON at ``--out``.  docs/benchmarks.md holds the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+SLIM = REPO / "configs" / "zinc-slim.yaml"
+TRAIN_SETS = ("zinc-subset", "molhiv")
+
+
+# ----------------------------------------------------------------------------- inputs
+def data_root() -> Path:
+    for root in (os.environ.get("MOLSEPNORM_DATA"), str(REPO.parent / "shared" / "data")):
+        if root and (Path(root) / "ogbg_molhiv").is_dir():
+            return Path(root)
+    raise SystemExit("no ogbg_molhiv under $MOLSEPNORM_DATA or ../shared/data: set MOLSEPNORM_DATA")
+
+
+def molhiv_smiles(n: Optional[int]) -> list[str]:
+    """The first ``n`` SMILES of ogbg-molhiv, in the data set's order."""
+    path = data_root() / "ogbg_molhiv" / "mapping" / "mol.csv.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        smiles = [row["smiles"] for row in csv.DictReader(fh)]
+    return smiles[:n] if n else smiles
+
+
+def model_config(dataset: str, **overrides: Any):
+    """Graphormer-slim (configs/zinc-slim.yaml) in the vocabulary of ``dataset``."""
+    from molsepnorm.nn import GraphormerConfig
+
+    config = GraphormerConfig.from_yaml(SLIM).to_dict()
+    if dataset == "molhiv":
+        config.update(vocab="ogb", atom_dims=None, bond_dims=None, multi_hop_max_dist=5)
+    config.update(overrides)
+    return GraphormerConfig.from_dict(config)
+
+
+def pick_batches(dataset: Any, batch_size: int, batches: int, seed: int) -> list[list[int]]:
+    """``batches`` random batches of training-split indices (seeded; as a shuffled loader draws them)."""
+    order = np.random.default_rng(seed).permutation(len(dataset))
+    return [order[i * batch_size:(i + 1) * batch_size].tolist() for i in range(batches)]
+
+
+def bucketed(dataset: Any, chosen: list[list[int]]) -> list[list[int]]:
+    """The same molecules, sorted by size and cut into batches of the same count."""
+    flat = [i for b in chosen for i in b]
+    flat.sort(key=lambda i: int(dataset[i].num_nodes))
+    size = len(chosen[0])
+    return [flat[i:i + size] for i in range(0, len(flat), size)]
+
+
+def export_batches(dataset: Any, chosen: list[list[int]], path: Path) -> None:
+    """The batches' raw graphs (features, edges, targets) for the peer, concatenated."""
+    graphs = [dataset[i] for b in chosen for i in b]
+    x = [g.x.view(g.num_nodes, -1).numpy() for g in graphs]
+    ea = [g.edge_attr.view(g.edge_index.size(1), -1).numpy() for g in graphs]
+    np.savez(path, x=np.concatenate(x).astype(np.int64),
+             edge_index=np.concatenate([g.edge_index.numpy() for g in graphs], axis=1).astype(np.int64),
+             edge_attr=np.concatenate(ea).astype(np.int64),
+             y=np.array([float(g.y.view(-1)[0]) for g in graphs], dtype=np.float32),
+             num_nodes=np.array([g.num_nodes for g in graphs], dtype=np.int64),
+             num_edges=np.array([g.edge_index.size(1) for g in graphs], dtype=np.int64),
+             batch_sizes=np.array([len(b) for b in chosen], dtype=np.int64))
+
+
+# ----------------------------------------------------------------------------- (a)
+def bench_preprocess(smiles: Sequence[str]) -> dict[str, Any]:
+    """SMILES -> encoded sample, one molecule at a time as a data pipeline does it."""
+    from molsepnorm.chem import featurize
+    from molsepnorm.encodings import encode
+    from molsepnorm.errors import InvalidMoleculeError
+
+    for s in smiles[:200]:  # warm-up: imports, RDKit and numpy first calls
+        try:
+            encode(featurize(s, "ogb"))
+        except InvalidMoleculeError:
+            pass
+    failed, t_feat, t_enc = 0, 0.0, 0.0
+    graphs = []
+    for s in smiles:
+        t0 = time.perf_counter()
+        try:
+            g = featurize(s, "ogb")
+        except InvalidMoleculeError:
+            failed += 1
+            t_feat += time.perf_counter() - t0
+            continue
+        t1 = time.perf_counter()
+        graphs.append(encode(g))
+        t_enc += time.perf_counter() - t1
+        t_feat += t1 - t0
+    total = t_feat + t_enc
+    return {"n": len(smiles), "ok": len(graphs), "failed": failed, "seconds": round(total, 3),
+            "mol_per_s": round(len(smiles) / total, 1),
+            "featurize_seconds": round(t_feat, 3), "encode_seconds": round(t_enc, 3)}
+
+
+# ----------------------------------------------------------------------------- (b)
+def _timed_steps(model: Any, optimizer: Any, batches: list, repeats: int, warmup: int,
+                 collate: Any = None, device: str = "cpu", bf16: bool = False) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    def step(batch: Any) -> None:
+        batch = batch.to(device)
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=bf16):
+            out = model(batch)
+        loss = F.l1_loss(out.float().view(-1), batch.y.float().view(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    collated = [collate(b) for b in batches] if collate is not None else batches
+    for i in range(warmup):
+        step(collated[i % len(collated)])
+    sync()
+    step_times, collate_times = [], []
+    for _ in range(repeats):
+        for raw, batch in zip(batches, collated):
+            if collate is not None:
+                t0 = time.perf_counter()
+                collate(raw)
+                collate_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            step(batch)
+            sync()
+            step_times.append(time.perf_counter() - t0)
+    graphs = sum(len(b) for b in batches) * repeats
+    result = {"graphs": graphs, "steps": len(step_times),
+              "step_seconds_median": round(float(np.median(step_times)), 4),
+              "graphs_per_s_step": round(graphs / sum(step_times), 1)}
+    if collate_times:
+        result.update(collate_seconds_median=round(float(np.median(collate_times)), 4),
+                      graphs_per_s_with_collate=round(graphs / (sum(step_times) + sum(collate_times)), 1))
+    return result
+
+
+def bench_train(name: str, dataset: Any, chosen: list[list[int]], args: argparse.Namespace) -> dict[str, Any]:
+    """Training-step throughput of Graphormer-slim on the chosen batches, random and bucketed."""
+    import torch
+
+    from molsepnorm.data.collate import GraphCollator
+    from molsepnorm.data.sampler import padding_fraction
+    from molsepnorm.nn import Graphormer
+
+    torch.manual_seed(0)
+    config = model_config(name)
+    device = args.device
+    bf16 = device == "cuda"
+    collate = GraphCollator(config.multi_hop_max_dist)
+    results: dict[str, Any] = {"multi_hop_max_dist": config.multi_hop_max_dist, "batch_size": args.batch_size}
+    sizes = {i: int(dataset[i].num_nodes) for b in chosen for i in b}
+    results["mean_atoms"] = round(float(np.mean(list(sizes.values()))), 2)
+    dense = np.zeros(max(sizes) + 1, dtype=np.int64)
+    dense[list(sizes)] = list(sizes.values())
+    variants = [("random", chosen), ("bucketed", bucketed(dataset, chosen))]
+    for label, index_batches in variants:
+        raw = [[dataset[i] for i in b] for b in index_batches]
+        model = Graphormer(config).to(device).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.01)
+        r = _timed_steps(model, optimizer, raw, args.repeats, args.warmup, collate=collate, device=device, bf16=bf16)
+        r["padding_fraction"] = round(padding_fraction(dense, index_batches), 4)
+        results[label] = r
+        if label == "random":
+            results["params"] = sum(p.numel() for p in model.parameters())
+    if args.compile:
+        raw = [[dataset[i] for i in b] for b in chosen]
+        model = Graphormer(config).to(device).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.01)
+        compiled = torch.compile(model, dynamic=True)
+        t0 = time.perf_counter()
+        _timed_steps(compiled, optimizer, raw[:1], 1, 0, collate=collate, device=device, bf16=bf16)
+        cold = time.perf_counter() - t0
+        r = _timed_steps(compiled, optimizer, raw, args.repeats, args.warmup, collate=collate, device=device,
+                         bf16=bf16)
+        r["cold_compile_seconds"] = round(cold, 1)
+        results["compiled"] = r
+    return results
+
+
+# ----------------------------------------------------------------------------- (c)
+def bench_predict(n: int, threads: int) -> dict[str, Any]:
+    command = [sys.executable, str(REPO / "scripts" / "bench_predict.py"), "--sizes", str(n), "--threads", str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------- (d)
+def gemm_peak_gflops(threads: int, size: int = 2048, repeats: int = 10) -> float:
+    """Measured float32 GEMM rate at this thread count: the practical peak of the machine."""
+    import torch
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * size ** 3 / best / 1e9
+
+
+def bench_flops(name: str, dataset: Any, chosen: list[list[int]], step_seconds: float) -> dict[str, Any]:
+    """FLOPs of one forward / forward + backward on the first batch, per graph."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from molsepnorm.data.collate import GraphCollator
+    from molsepnorm.nn import Graphormer
+
+    config = model_config(name)
+    batch = GraphCollator(config.multi_hop_max_dist)([dataset[i] for i in chosen[0]])
+    model = Graphormer(config).train()
+    with FlopCounterMode(display=False) as fwd:
+        model(batch)
+    with FlopCounterMode(display=False) as both:
+        out = model(batch)
+        F.l1_loss(out.view(-1), batch.y.float().view(-1)).backward()
+    graphs = len(chosen[0])
+    flops_step = both.get_total_flops()
+    return {"forward_flops_per_graph": fwd.get_total_flops() / graphs,
+            "train_flops_per_graph": flops_step / graphs,
+            "train_gflops_per_s": round(flops_step / step_seconds / 1e9, 2)}
+
+
+# ----------------------------------------------------------------------------- machine
+def machine(threads: int) -> dict[str, Any]:
+    import torch
+
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
+            "threads": threads, "platform": platform.platform()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    try:
+        import molsepnorm
+
+        info["molsepnorm"] = molsepnorm.__version__
+        info["commit"] = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                        capture_output=True, text=True).stdout.strip()
+    except Exception:  # noqa: BLE001 - informational only
+        pass
+    return info
+
+
+# ----------------------------------------------------------------------------- the peer
+def run_peer(python: str, work: Path, args: argparse.Namespace, smiles: list[str],
+             sets: dict[str, tuple[Any, list[list[int]]]]) -> dict[str, Any]:
+    """Write the same inputs for the peer, run it with its own interpreter, read its JSON."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "smiles.txt").write_text("\n".join(smiles) + "\n", encoding="utf-8")
+    for name, (dataset, chosen) in sets.items():
+        export_batches(dataset, chosen, work / f"batches-{name}.npz")
+    slim = model_config("zinc-subset")
+    config = {
+        "threads": args.threads, "warmup": args.warmup, "repeats": args.repeats, "preprocess_n": len(smiles),
+        "model": {k: getattr(slim, k) for k in ("num_layers", "hidden_dim", "ffn_dim", "num_heads", "dropout",
+                                               "attention_dropout", "activation_dropout", "pre_ln",
+                                               "multi_hop_max_dist", "num_tasks")},
+        "train_sets": list(sets), "model_by_set": {"molhiv": {"multi_hop_max_dist": 5}},
+        "device": args.device,
+    }
+    (work / "config.json").write_text(json.dumps(config, indent=1))
+    out = work / "peer.json"
+    command = [python, str(REPO / "scripts" / "peer" / "hf_graphormer_bench.py"), "--work", str(work),
+               "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"the peer benchmark failed ({' '.join(command)}):\n{done.stderr[-3000:]}")
+    return json.loads(out.read_text())
+
+
+def _peer_rate(theirs: dict[str, Any], key: str) -> Optional[float]:
+    """graphs/s of one of the peer's timings (``step_only``, ``collate_plus_step``, ...)."""
+    return (theirs.get(key) or {}).get("graphs_per_s")
+
+
+def ratios(ours: dict[str, Any], peer: dict[str, Any]) -> dict[str, Any]:
+    """Speed-up of molsepnorm over the peer (> 1: molsepnorm is faster), on the same work."""
+    out: dict[str, Any] = {}
+    if "preprocess" in ours and "preprocess" in peer:
+        out["preprocess"] = round(ours["preprocess"]["mol_per_s"] / peer["preprocess"]["mol_per_s"], 2)
+    for name, mine in ours.get("train", {}).items():
+        theirs = peer.get("train", {}).get(name)
+        if not theirs:
+            continue
+        r: dict[str, Any] = {}
+        pairs = (("step", "graphs_per_s_step", "step_only"),
+                 ("step_with_collate", "graphs_per_s_with_collate", "collate_plus_step"),
+                 # the reference recomputes its encodings each epoch; ours are cached
+                 ("vs_reference_preprocessing_every_epoch", "graphs_per_s_with_collate",
+                  "preprocess_plus_collate_plus_step"))
+        for label, ours_key, peer_key in pairs:
+            rate = _peer_rate(theirs, peer_key)
+            if rate:
+                r[label] = round(mine["random"][ours_key] / rate, 2)
+        out[name] = r
+    return out
+
+
+# ----------------------------------------------------------------------------- report
+def table(result: dict[str, Any]) -> str:
+    rows: list[tuple[str, str, str, str]] = [("measure", "molsepnorm", "HF Graphormer", "ratio")]
+    ours, peer, rat = result["ours"], result.get("peer") or {}, result.get("ratios", {})
+
+    def fmt(v: Any, unit: str = "") -> str:
+        return "-" if v is None else (f"{v:,.1f}{unit}" if isinstance(v, float) else f"{v:,}{unit}")
+
+    if "preprocess" in ours:
+        rows.append(("(a) preprocess SMILES -> sample, mol/s", fmt(ours["preprocess"]["mol_per_s"]),
+                     fmt(peer.get("preprocess", {}).get("mol_per_s")), fmt(rat.get("preprocess"), "x")))
+    for name, mine in ours.get("train", {}).items():
+        theirs, r = peer.get("train", {}).get(name, {}), rat.get(name, {})
+        rows.append((f"(b) {name}: train step, graphs/s", fmt(mine["random"]["graphs_per_s_step"]),
+                     fmt(_peer_rate(theirs, "step_only")), fmt(r.get("step"), "x")))
+        rows.append((f"(b) {name}: collate + step, graphs/s", fmt(mine["random"]["graphs_per_s_with_collate"]),
+                     fmt(_peer_rate(theirs, "collate_plus_step")), fmt(r.get("step_with_collate"), "x")))
+        if _peer_rate(theirs, "preprocess_plus_collate_plus_step") is not None:
+            rows.append((f"(b) {name}: ref. preprocessing every epoch", fmt(mine["random"]["graphs_per_s_with_collate"]),
+                         fmt(_peer_rate(theirs, "preprocess_plus_collate_plus_step")),
+                         fmt(r.get("vs_reference_preprocessing_every_epoch"), "x")))
+        rows.append((f"(b) {name}: bucketed collate + step", fmt(mine["bucketed"]["graphs_per_s_with_collate"]),
+                     "", ""))
+        if "compiled" in mine:
+            rows.append((f"(b) {name}: compiled collate + step", fmt(mine["compiled"]["graphs_per_s_with_collate"]),
+                         "", ""))
+    if "predict" in ours:
+        p = ours["predict"]
+        rows.append((f"(c) predict {p['n']:,} SMILES, mol/s", fmt(p["mol_per_s"]), "", ""))
+        rows.append(("(c) predict peak RSS, MiB", fmt(p["peak_rss_mib"]), "", ""))
+    for name, f in ours.get("flops", {}).items():
+        rows.append((f"(d) {name}: train GFLOP/graph (fwd+bwd)", f"{f['train_flops_per_graph'] / 1e9:.3f}", "", ""))
+        rows.append((f"(d) {name}: train GFLOP/s, % of GEMM peak",
+                     f"{f['train_gflops_per_s']:.1f} ({100 * f['fraction_of_gemm_peak']:.1f} %)", "", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- main
+def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default="preprocess,train,predict,flops")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, for both sides (default 1)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: bf16 autocast")
+    parser.add_argument("--preprocess-n", type=int, default=5000)
+    parser.add_argument("--predict-n", type=int, default=100_000)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--batches", type=int, default=4, help="distinct batches per data set")
+    parser.add_argument("--repeats", type=int, default=2, help="timed passes over the batches")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument("--seed", type=int, default=0, help="which molecules form the batches")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile'd steps")
+    parser.add_argument("--peer-python", default=None,
+                        help="python of the HF Graphormer venv (default .peer-venv/bin/python if present; 'none': skip)")
+    parser.add_argument("--quick", action="store_true", help="small sizes, to check the plumbing")
+    parser.add_argument("--out", default=None, help="JSON output (default runs/benchmark-<threads>t.json)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.preprocess_n, args.predict_n, args.batches, args.repeats, args.warmup = 500, 2000, 2, 1, 1
+    parts = set(args.parts.split(","))
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("MOLSEPNORM_DATA", str(data_root()))
+    peer_python = args.peer_python
+    if peer_python is None and (REPO / ".peer-venv" / "bin" / "python").exists():
+        peer_python = str(REPO / ".peer-venv" / "bin" / "python")
+    if peer_python == "none":
+        peer_python = None
+
+    result: dict[str, Any] = {"machine": machine(args.threads), "settings": vars(args).copy(), "ours": {}}
+    smiles = molhiv_smiles(args.preprocess_n)
+    if "preprocess" in parts:
+        print(f"(a) preprocessing {len(smiles):,} molhiv SMILES ...", flush=True)
+        result["ours"]["preprocess"] = bench_preprocess(smiles)
+
+    sets: dict[str, tuple[Any, list[list[int]]]] = {}
+    if parts & {"train", "flops"}:
+        from molsepnorm.data import load_dataset
+
+        for name in TRAIN_SETS:
+            dataset = load_dataset(name).train
+            sets[name] = (dataset, pick_batches(dataset, args.batch_size, args.batches, args.seed))
+    if "train" in parts:
+        result["ours"]["train"] = {}
+        for name, (dataset, chosen) in sets.items():
+            print(f"(b) training steps on {name} ...", flush=True)
+            result["ours"]["train"][name] = bench_train(name, dataset, chosen, args)
+    if "flops" in parts:
+        peak = gemm_peak_gflops(args.threads)
+        result["machine"]["gemm_peak_gflops"] = round(peak, 1)
+        result["ours"]["flops"] = {}
+        for name, (dataset, chosen) in sets.items():
+            step = result["ours"].get("train", {}).get(name, {}).get("random", {}).get("step_seconds_median")
+            if step is None:
+                continue
+            f = bench_flops(name, dataset, chosen, step)
+            f["fraction_of_gemm_peak"] = round(f["train_gflops_per_s"] / peak, 4)
+            result["ours"]["flops"][name] = f
+    if "predict" in parts:
+        print(f"(c) predicting {args.predict_n:,} SMILES ...", flush=True)
+        result["ours"]["predict"] = bench_predict(args.predict_n, args.threads)
+
+    if peer_python and parts & {"preprocess", "train"}:
+        print(f"peer: HF Graphormer with {peer_python} ...", flush=True)
+        with tempfile.TemporaryDirectory(prefix="molsepnorm-peer-") as tmp:
+            peer_sets = sets if "train" in parts else {}
+            peer = run_peer(peer_python, Path(tmp), args, smiles if "preprocess" in parts else [], peer_sets)
+        result["peer"] = peer
+        result["ratios"] = ratios(result["ours"], peer)
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+    out = Path(args.out) if args.out else REPO / "runs" / f"benchmark-{args.device}-{args.threads}t.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print()
+    print(table(result))
+    print(f"\nJSON: {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
