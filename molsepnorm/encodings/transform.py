@@ -7,8 +7,9 @@ collator; here they are computed once as a ``pre_transform`` and cached with the
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
+import numpy as np
 import torch
 
 from .shortest_paths import METHODS, Method, shortest_paths
@@ -21,7 +22,7 @@ ENCODING_VERSION: int = 1
 and appears in :class:`GraphormerEncoding`'s repr, which PyG records for a pre_transform."""
 
 
-def encode(data: Data, method: Method = "auto") -> Data:
+def encode(data: Data, method: Method = "auto", distances: Optional[np.ndarray] = None) -> Data:
     """Add Graphormer's structural encodings to ``data`` in place and return it.
 
     Adds, for a graph of ``N`` nodes with ``edge_index`` ``[2, E]``:
@@ -33,6 +34,9 @@ def encode(data: Data, method: Method = "auto") -> Data:
     * ``path_next``: int16 ``[N * N]``, the next-hop matrix flattened row-major, -1 on the
       diagonal and for unreachable pairs.
 
+    ``distances`` (``[N, N]``, e.g. RDKit's distance matrix of the molecule the graph was
+    built from) skips the search; see :func:`~molsepnorm.encodings.shortest_paths`.
+
     The matrices are flat so that PyG's ``InMemoryDataset`` and ``Batch`` concatenate
     graphs of different sizes along dim 0; no name contains "index", so batching does not
     offset them.
@@ -41,7 +45,7 @@ def encode(data: Data, method: Method = "auto") -> Data:
     edge_index = data.edge_index
     if edge_index is None:
         edge_index = torch.empty(2, 0, dtype=torch.long)
-    dist, next_hop = shortest_paths(edge_index, num_nodes, method=method)
+    dist, next_hop = shortest_paths(edge_index, num_nodes, method=method, distances=distances)
     data.degree = torch.bincount(edge_index[1].long(), minlength=num_nodes)
     data.spd = torch.from_numpy(dist.reshape(-1))
     data.path_next = torch.from_numpy(next_hop.reshape(-1))

@@ -135,6 +135,28 @@ def test_methods_give_identical_data() -> None:
         assert torch.equal(a.spd, b.spd) and torch.equal(a.path_next, b.path_next)
 
 
+def test_rdkit_distances_give_identical_data() -> None:
+    """encode(..., distances=Chem.GetDistanceMatrix(mol)) skips the search, same tables (salts too)."""
+    import os
+
+    from rdkit import Chem, RDConfig
+
+    path = os.path.join(RDConfig.RDDataDir, "NCI", "first_5K.smi")
+    with open(path) as fh:
+        smiles = SMILES + [line.split()[0] for _, line in zip(range(300), fh)]
+    checked = 0
+    for s in smiles:
+        mol = Chem.MolFromSmiles(s)
+        if mol is None:
+            continue
+        a, b = encode(mol_data(s)), encode(mol_data(s), distances=Chem.GetDistanceMatrix(mol))
+        assert torch.equal(a.spd, b.spd) and torch.equal(a.path_next, b.path_next), s
+        checked += 1
+    assert checked > 290
+    with pytest.raises(ValueError, match="distances must have shape"):
+        encode(mol_data("CCO"), distances=np.zeros((2, 2)))
+
+
 def test_in_memory_collate_round_trip() -> None:
     originals = [GraphormerEncoding()(mol_data(s)) for s in SMILES]
     originals.insert(2, GraphormerEncoding()(empty_data()))
