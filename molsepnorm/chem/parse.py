@@ -53,8 +53,10 @@ def parse_molecule(mol_or_smiles: MolInput) -> Chem.Mol:
     Raises:
         InvalidMoleculeError: the input is not a valid molecule: SMILES syntax errors,
             chemistry problems (valence, kekulization, ...), an empty or whitespace-only
-            string, a molecule without atoms, or a missing value (``None`` or a float
-            NaN, as read from an empty CSV cell).  ``reason`` carries RDKit's own words.
+            string, a string that is not valid Unicode (a lone surrogate), a SMILES with
+            a non-ASCII character (which RDKit would silently drop), a molecule without
+            atoms, or a missing value (``None`` or a float NaN, as read from an empty CSV
+            cell).  ``reason`` carries RDKit's own words.
         TypeError: the input is of any other type (a programming error, not bad data).
     """
     if isinstance(mol_or_smiles, str):
@@ -70,12 +72,28 @@ def _parse_smiles(smiles: str) -> Chem.Mol:
     text = smiles.strip()
     if not text:
         raise InvalidMoleculeError(smiles, "empty molecule: the SMILES is empty")
+    if not text.isascii():
+        try:  # RDKit takes UTF-8 and raises UnicodeEncodeError on a lone surrogate ("\ud800")
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidMoleculeError(
+                smiles, f"the SMILES is not valid Unicode text ({exc.reason} at position {exc.start + 1})"
+            ) from None
     head, *rest = text.split(maxsplit=1)
     tail = rest[0] if rest else ""
     if tail and not tail.startswith("|"):
         # RDKit stops at whitespace and silently reads "CC O" as ethane.
         raise InvalidMoleculeError(
             smiles, f"whitespace inside the SMILES: RDKit would read only {head!r} and ignore {tail!r}"
+        )
+    if not head.isascii():
+        # RDKit silently drops non-ASCII characters at either end ("CCＯ" with a full-width
+        # O reads as ethane) and fails on them inside.
+        foreign = next(i for i, c in enumerate(head) if not c.isascii())
+        char = head[foreign]
+        raise InvalidMoleculeError(
+            smiles, f"character {char!r} (U+{ord(char):04X}) at position {foreign + 1} is not a SMILES "
+            "character (SMILES is ASCII text)"
         )
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(text)
@@ -87,7 +105,21 @@ def _parse_smiles(smiles: str) -> Chem.Mol:
 
 
 def _diagnose_smiles(text: str) -> str:
-    """Why ``Chem.MolFromSmiles(text)`` returned None, in RDKit's words."""
+    """Why ``Chem.MolFromSmiles(text)`` returned None, in RDKit's words.
+
+    RDKit's syntax-error message echoes a window of the input cut at a byte count, which
+    can split a multi-byte UTF-8 character; reading that log then raises
+    ``UnicodeDecodeError``.  Such an input is explained by its ASCII form instead: every
+    non-ASCII character (none belongs to SMILES) replaced by ``?``, positions unchanged.
+    """
+    try:
+        return _rdkit_reason(text)
+    except UnicodeDecodeError:
+        return _rdkit_reason("".join(c if c.isascii() else "?" for c in text))
+
+
+def _rdkit_reason(text: str) -> str:
+    """RDKit's reason for rejecting ``text``: its syntax error, chemistry problems, or log."""
     with _DIAGNOSIS_LOCK, rdBase.BlockLogs():
         with rdBase.CaptureErrorLog() as capture:
             raw = Chem.MolFromSmiles(text, sanitize=False)
@@ -138,7 +170,7 @@ def _sanitize_copy(mol: Chem.Mol) -> Chem.Mol:
     perception change), and a second pass would make a Mol input differ from its SMILES.
     """
     if mol.GetNumAtoms() == 0:
-        raise InvalidMoleculeError(_describe(mol), "empty molecule: no atoms")
+        raise InvalidMoleculeError(describe_mol(mol), "empty molecule: no atoms")
     work = Chem.Mol(mol)
     sanitized = not work.NeedsUpdatePropertyCache()
     has_hydrogens = any(work.GetAtomWithIdx(i).GetAtomicNum() == 1 for i in range(work.GetNumAtoms()))
@@ -146,19 +178,20 @@ def _sanitize_copy(mol: Chem.Mol) -> Chem.Mol:
         if not sanitized:
             problems = Chem.DetectChemistryProblems(work)
             if problems:
-                raise InvalidMoleculeError(_describe(work), "; ".join(p.Message() for p in problems))
+                raise InvalidMoleculeError(describe_mol(work), "; ".join(p.Message() for p in problems))
         try:
             if not sanitized or has_hydrogens:
                 # Like the SMILES parser: remove ordinary explicit Hs, then sanitize once.
                 work = Chem.RemoveHs(work, sanitize=True)
             Chem.AssignStereochemistry(work, cleanIt=True)  # a no-op when already done
         except Exception as exc:  # RDKit raises several unrelated exception types here
-            raise InvalidMoleculeError(_describe(work), str(exc) or type(exc).__name__) from exc
+            raise InvalidMoleculeError(describe_mol(work), str(exc) or type(exc).__name__) from exc
     return work
 
 
-def _describe(mol: Chem.Mol) -> str:
-    """A SMILES for error messages about a Mol input (best effort: it may be unsanitized)."""
+def describe_mol(mol: Chem.Mol) -> str:
+    """A SMILES for messages and outputs about a Mol input (best effort: it may be unsanitized),
+    else ``"<RDKit Mol with N atoms>"`` where RDKit cannot write one; never raises."""
     try:
         with rdBase.BlockLogs():
             return Chem.MolToSmiles(mol)

@@ -2,17 +2,18 @@
 
 Formats (``.gz`` allowed on any of them; ``-`` reads standard input):
 
-* ``smi``: ``SMILES [name]`` per line, no header; blank lines are not records.  The name
-  is the rest of the line (it may contain spaces).  A CXSMILES extension ``SMILES |...|``
-  stays with the SMILES.
+* ``smi``: ``SMILES [name]`` per line (ended by ``\\n``, ``\\r\\n`` or ``\\r``), no header;
+  blank lines are not records.  The name is the rest of the line (it may contain
+  spaces).  A CXSMILES extension ``SMILES |...|`` stays with the SMILES.
 * ``csv`` / ``tsv``: a header line, then one record per line (quoted fields may span
   lines).  The SMILES column is ``smiles_column`` or the first column whose name contains
   "smiles" (any case); the id column is ``id_column`` or a column named ``id`` / ``name``
   if there is one.
-* ``sdf``: records separated by ``$$$$`` lines.  The id is the title line (RDKit's
-  ``_Name``) or the data field named by ``id_column``.  Each record is parsed
-  *unsanitized* (``MolFromMolBlock(sanitize=False, removeHs=False)``) so that the
-  predictor's :func:`~molsepnorm.chem.parse_molecule` gives the chemistry reasons.
+* ``sdf``: records separated by ``$$$$`` lines (any of those line endings).  The id is
+  the title line (RDKit's ``_Name``) or the data field named by ``id_column``.  Each
+  record is parsed *unsanitized* (``MolFromMolBlock(sanitize=False, removeHs=False)``)
+  so that the predictor's :func:`~molsepnorm.chem.parse_molecule` gives the chemistry
+  reasons.
 
 Nothing is skipped but blank lines: a line that is not UTF-8, a CSV row too short to hold
 the SMILES, an SDF block RDKit cannot read, all become records carrying an ``error``.
@@ -187,7 +188,7 @@ class RecordReader:
     # --- .smi ---------------------------------------------------------------------------
     def _smi_records(self) -> Iterator[Record]:
         index = 0
-        for number, raw in enumerate(self._stream, start=1):
+        for number, raw in enumerate(_universal_lines(self._stream), start=1):
             text, error = _decode(raw, first=number == 1)
             if error is None and not text.strip():
                 continue
@@ -268,13 +269,13 @@ class RecordReader:
         block: list[bytes] = []
         start = 1
         number = 0
-        for number, raw in enumerate(self._stream, start=1):
-            if raw.rstrip(b"\r\n").strip() == _SDF_END.encode():
+        for number, raw in enumerate(_universal_lines(self._stream), start=1):
+            if raw.strip() == _SDF_END.encode():
                 index += 1
                 yield self._sdf_record(index, start, block)
                 block, start = [], number + 1
             else:
-                block.append(raw)
+                block.append(raw + b"\n")
         if any(raw.strip() for raw in block):  # a last record without its $$$$ line
             index += 1
             yield self._sdf_record(index, start, block)
@@ -314,6 +315,17 @@ def split_smi_line(text: str) -> tuple[str, str]:
             smiles = f"{smiles} {rest[:close + 1]}"
             rest = rest[close + 1:]
     return smiles, rest.strip()
+
+
+def _universal_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of a binary stream ended by ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac
+    files), each without its ending: without this a ``\\r``-only ``.smi`` was one record
+    whose name swallowed every later molecule, and a ``\\r``-only SDF one failed record."""
+    for raw in stream:
+        body = raw[:-1] if raw.endswith(b"\n") else raw
+        if body.endswith(b"\r"):
+            body = body[:-1]
+        yield from body.split(b"\r") if b"\r" in body else (body,)
 
 
 def _decode(raw: bytes, first: bool) -> tuple[str, Optional[str]]:

@@ -105,6 +105,9 @@ class PredictionWriter:
             stream = self._file.handle
         self._stream = stream
         self._csv = csv.writer(stream, lineterminator="\n")
+        # QUOTE_MINIMAL quotes "\n" (the line terminator) but not a lone "\r", which readers
+        # (pandas, the csv module) take for a line break: rows holding one are fully quoted.
+        self._csv_quoted = csv.writer(stream, lineterminator="\n", quoting=csv.QUOTE_ALL)
         self._csv.writerow(self.columns)
         self.rows = 0
 
@@ -118,7 +121,7 @@ class PredictionWriter:
                 if chunk.std is not None:
                     cells.append(format_value(chunk.std[i, t]))
             cells.append(_one_line(chunk.errors[i]))
-            self._csv.writerow(cells)
+            (self._csv_quoted if any("\r" in cell for cell in cells) else self._csv).writerow(cells)
         self.rows += len(chunk.records)
         if self._file is None:
             self._stream.flush()
