@@ -1,8 +1,8 @@
 """Molecule -> PyG ``Data`` in one of two vocabularies.
 
 ``"ogb"``:  the 9 atom / 3 bond integer columns of OGB, identical to
-``ogb.utils.smiles2graph`` (the per-atom and per-bond vectors come from OGB's own
-``atom_to_feature_vector`` / ``bond_to_feature_vector``; only the assembly is ours).
+``ogb.utils.smiles2graph`` (the columns are mapped with lookup tables built from OGB's own
+``allowable_features`` lists, :mod:`molsepnorm.chem.ogb_features`).
 
 ``"zinc"``:  the ZINC benchmark vocabulary: one atom-token column (28 types, see
 :mod:`molsepnorm.chem.zinc_vocab`) and Kekulé bond types 1/2/3, the encoding of
@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from ogb.utils.features import (
-    atom_to_feature_vector,
-    bond_to_feature_vector,
-    get_atom_feature_dims,
-    get_bond_feature_dims,
-)
+from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 from rdkit import Chem, rdBase
 from torch_geometric.data import Data
 
-from molsepnorm.chem.parse import MolInput, parse_molecule
+from molsepnorm.chem.ogb_features import ogb_atom_features, ogb_bond_features
+from molsepnorm.chem.parse import MolInput, describe_mol, parse_molecule
 from molsepnorm.chem.zinc_vocab import ZINC_ATOM_INDEX, ZINC_ATOM_TOKENS, ZINC_BOND_INDEX, zinc_atom_token
 from molsepnorm.errors import InvalidMoleculeError
 
@@ -35,9 +31,6 @@ from molsepnorm.errors import InvalidMoleculeError
 VOCABS: tuple[str, ...] = ("ogb", "zinc")
 #: Bump whenever any featurizer output changes: it keys the processed-data caches.
 FEATURIZER_VERSION: int = 1
-
-_OGB_ATOM_COLUMNS = len(get_atom_feature_dims())  # 9
-_OGB_BOND_COLUMNS = len(get_bond_feature_dims())  # 3
 
 
 def vocab_sizes(vocab: str) -> dict[str, list[int]]:
@@ -54,16 +47,21 @@ def vocab_sizes(vocab: str) -> dict[str, list[int]]:
     return {"atom": [len(ZINC_ATOM_TOKENS)], "bond": [len(ZINC_BOND_INDEX) + 1]}
 
 
-def featurize(mol_or_smiles: MolInput, vocab: str = "ogb") -> Data:
+def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = False) -> Data:
     """The graph of one molecule.
 
     Args:
         mol_or_smiles: a SMILES string or an RDKit Mol (see :func:`parse_molecule`).
         vocab: ``"ogb"`` or ``"zinc"``.
+        encodings: also add Graphormer's structural encodings (``degree``, ``spd``,
+            ``path_next``), exactly as :func:`molsepnorm.encodings.encode` would; in the
+            ogb vocabulary the distances come from RDKit's distance matrix of the molecule
+            (C++), which makes SMILES -> encoded graph ~15 % faster.
 
     Returns:
         ``Data`` with ``num_nodes`` = N heavy atoms, E = 2 x bonds directed edges and
-        ``smiles`` (the input SMILES, stripped; ``Chem.MolToSmiles`` of a Mol input):
+        ``smiles`` (the input SMILES, stripped; ``Chem.MolToSmiles`` of a Mol input, or
+        ``"<RDKit Mol with N atoms>"`` where RDKit cannot write one):
 
         * ``"ogb"``:  ``x`` long [N, 9], ``edge_index`` long [2, E], ``edge_attr`` long [E, 3];
         * ``"zinc"``: ``x`` long [N, 1], ``edge_index`` long [2, E], ``edge_attr`` long [E].
@@ -79,19 +77,27 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb") -> Data:
     if isinstance(mol_or_smiles, str):
         smiles = mol_or_smiles.strip()
     else:
-        with rdBase.BlockLogs():
-            smiles = Chem.MolToSmiles(mol)
+        # RDKit cannot write every valid Mol as SMILES (ValueError "Too many rings open at
+        # once" beyond ~2,500 open ring closures): then a description stands in for it.
+        smiles = describe_mol(mol)
     if vocab == "ogb":
         x, edge_index, edge_attr = _ogb_arrays(mol)
     else:
         x, edge_index, edge_attr = _zinc_arrays(mol, smiles)
-    return Data(
+    data = Data(
         x=torch.from_numpy(x),
         edge_index=torch.from_numpy(edge_index),
         edge_attr=torch.from_numpy(edge_attr),
         num_nodes=x.shape[0],
         smiles=smiles,
     )
+    if encodings:
+        from molsepnorm.encodings import encode
+
+        # the ogb graph's nodes are the molecule's atoms in order; the zinc graph folds
+        # hydrogens away, so it takes the graph search instead
+        encode(data, distances=Chem.GetDistanceMatrix(mol) if vocab == "ogb" else None)
+    return data
 
 
 def _check_vocab(vocab: str) -> None:
@@ -123,10 +129,13 @@ def _bond_ends(bonds: list[Chem.Bond]) -> np.ndarray:
 def _ogb_arrays(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x [N, 9], edge_index [2, E], edge_attr [E, 3], all int64, as smiles2graph builds them."""
     bonds = _bonds(mol)
-    x = np.array([atom_to_feature_vector(a) for a in _atoms(mol)], dtype=np.int64)
-    bond_feats = np.array([bond_to_feature_vector(b) for b in bonds], dtype=np.int64)
-    edge_attr = np.repeat(bond_feats.reshape(-1, _OGB_BOND_COLUMNS), 2, axis=0)
-    return x.reshape(-1, _OGB_ATOM_COLUMNS), _directed(_bond_ends(bonds)), edge_attr
+    try:
+        x = ogb_atom_features(_atoms(mol))
+        bond_feats = ogb_bond_features(bonds)
+    except KeyError as exc:  # a value OGB's lists lack where OGB itself would fail
+        raise InvalidMoleculeError(describe_mol(mol), f"outside the OGB vocabulary: {exc.args[0]}") from None
+    edge_attr = np.repeat(bond_feats, 2, axis=0)
+    return x, _directed(_bond_ends(bonds)), edge_attr
 
 
 # Hydrogens to fold into their heavy atom for the zinc vocabulary: every H with a heavy

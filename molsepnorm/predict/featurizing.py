@@ -40,7 +40,6 @@ def featurize_records(records: list[Record], vocab: str, as_arrays: bool = False
     file descriptors, and thousands of graphs exhaust the descriptor limit.
     """
     from molsepnorm.chem import featurize
-    from molsepnorm.encodings import encode
 
     out = []
     for record in records:
@@ -48,7 +47,7 @@ def featurize_records(records: list[Record], vocab: str, as_arrays: bool = False
             out.append(Featurized(None, record.smiles, record.error))
             continue
         try:
-            graph = encode(featurize(record.molecule, vocab))
+            graph = featurize(record.molecule, vocab, encodings=True)
         except InvalidMoleculeError as err:
             # for a Mol (SDF) record, the error's SMILES is RDKit's best try at the bad molecule
             smiles = err.smiles if record.mol is not None and not err.smiles.startswith("<") else record.smiles

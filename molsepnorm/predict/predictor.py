@@ -237,9 +237,8 @@ class Predictor:
             InvalidMoleculeError: the molecule is invalid or outside the vocabulary.
         """
         from molsepnorm.chem import featurize
-        from molsepnorm.encodings import encode
 
-        return encode(featurize(molecule, self.vocab))
+        return featurize(molecule, self.vocab, encodings=True)
 
     # --- internals ---------------------------------------------------------------------------
     def _run_chunk(self, chunk: list[Record], featurized: list[Featurized], strict: bool, source: Optional[str],

@@ -293,3 +293,44 @@ def test_zinc_graph_decodes_back_to_the_molecule() -> None:
         assert Chem.MolToSmiles(decoded, isomericSmiles=False) == expected, smiles
         checked += 1
     assert checked > 4000
+
+
+def test_featurize_with_encodings_equals_encode_after_featurize():
+    """featurize(..., encodings=True) (RDKit's distance matrix for ogb) == encode(featurize(...))."""
+    import os
+
+    from rdkit import RDConfig
+
+    from molsepnorm.encodings import encode
+
+    path = os.path.join(RDConfig.RDDataDir, "NCI", "first_5K.smi")
+    with open(path) as fh:
+        smiles = ["CC(=O)[O-].[Na+]", "[Na+].[Cl-]", "C", "O=C(O)c1ccccc1.CCN"] + [
+            line.split()[0] for _, line in zip(range(400), fh)]
+    compared = 0
+    for vocab in ("ogb", "zinc"):
+        for s in smiles:
+            try:
+                a = featurize(s, vocab, encodings=True)
+            except InvalidMoleculeError:
+                continue
+            b = encode(featurize(s, vocab))
+            for key in ("x", "edge_index", "edge_attr", "degree", "spd", "path_next"):
+                assert torch.equal(a[key], b[key]), (vocab, s, key)
+            compared += 1
+    assert compared > 600
+
+
+def test_ogb_columns_beyond_ogbs_lists():
+    """Newer RDKit chirality tags map to OGB's "misc"; an atropisomer bond stereo is a per-molecule error."""
+    from rdkit import Chem
+
+    from molsepnorm.chem.ogb_features import ogb_bond_features
+
+    x = featurize("C[Fe@OH1](F)(Cl)(Br)(I)N").x
+    assert x[1, 1].item() == 4  # misc, where OGB's list.index raises ValueError
+    mol = Chem.MolFromSmiles("Cc1ccccc1-c1ccccc1C")
+    bond = mol.GetBondBetweenAtoms(6, 7)
+    bond.SetStereo(Chem.BondStereo.STEREOATROPCW)
+    with pytest.raises(KeyError, match="bond stereo STEREOATROPCW"):
+        ogb_bond_features([mol.GetBondWithIdx(i) for i in range(mol.GetNumBonds())])
