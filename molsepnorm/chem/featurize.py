@@ -16,6 +16,8 @@ RDKit's bond order, as OGB does.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import torch
 from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
@@ -47,7 +49,8 @@ def vocab_sizes(vocab: str) -> dict[str, list[int]]:
     return {"atom": [len(ZINC_ATOM_TOKENS)], "bond": [len(ZINC_BOND_INDEX) + 1]}
 
 
-def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = False) -> Data:
+def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = False,
+              max_atoms: Optional[int] = None) -> Data:
     """The graph of one molecule.
 
     Args:
@@ -57,6 +60,8 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
             ``path_next``), exactly as :func:`molsepnorm.encodings.encode` would; in the
             ogb vocabulary the distances come from RDKit's distance matrix of the molecule
             (C++), which makes SMILES -> encoded graph ~15 % faster.
+        max_atoms: refuse a molecule with more (heavy) atoms than this, before any
+            O(N^2) work: the encodings and the model's attention grow with N^2.
 
     Returns:
         ``Data`` with ``num_nodes`` = N heavy atoms, E = 2 x bonds directed edges and
@@ -74,6 +79,11 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
     """
     _check_vocab(vocab)
     mol = parse_molecule(mol_or_smiles)
+    if max_atoms is not None and mol.GetNumAtoms() > max_atoms:
+        raise InvalidMoleculeError(
+            mol_or_smiles.strip() if isinstance(mol_or_smiles, str) else describe_mol(mol),
+            f"too large: {mol.GetNumAtoms()} heavy atoms, more than the limit of {max_atoms} "
+            "(max_atoms; memory and time grow with the square of the size)")
     if isinstance(mol_or_smiles, str):
         smiles = mol_or_smiles.strip()
     else:

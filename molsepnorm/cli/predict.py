@@ -46,6 +46,8 @@ def _input_options(func: Callable) -> Callable:
         click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Featurize in N worker processes while the model runs (0: in this process). "
                           "For large files on a machine with idle cores; slower on a busy one."),
+        click.option("--max-atoms", type=click.IntRange(min=1), default=1000, show_default=True,
+                     help="Largest molecule predicted (heavy atoms); larger ones get a row with the reason."),
         click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="cpu", show_default=True,
                      help="Where the model runs."),
         click.option("--strict", is_flag=True,
@@ -58,13 +60,14 @@ def _input_options(func: Callable) -> Callable:
     return func
 
 
-def _load_predictor(models: tuple[str, ...], device: str, batch_size: int, threads: Optional[int]) -> Any:
+def _load_predictor(models: tuple[str, ...], device: str, batch_size: int, threads: Optional[int],
+                    max_atoms: int) -> Any:
     import torch
 
     from molsepnorm.predict import Predictor
 
     torch.set_num_threads(threads or default_threads())
-    return Predictor.load(*models, device=device, batch_size=batch_size)
+    return Predictor.load(*models, device=device, batch_size=batch_size, max_atoms=max_atoms)
 
 
 def _run(action: Callable[[], Any]) -> Any:
@@ -104,7 +107,8 @@ def _finish(summary: Any) -> None:
 @_input_options
 def predict(input_path: str, models: tuple[str, ...], out: Optional[str], preview: int, fmt: Optional[str],
             smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
-            threads: Optional[int], workers: int, device: str, strict: bool, progress: Optional[bool]) -> None:
+            threads: Optional[int], workers: int, max_atoms: int, device: str, strict: bool,
+            progress: Optional[bool]) -> None:
     """Predict the properties of every molecule of INPUT (.smi, .csv, .tsv, .sdf, .gz, or - for stdin).
 
     Writes one CSV row per input record, in input order: id, smiles, one column per
@@ -121,7 +125,7 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
     from molsepnorm.predict.pipeline import predict_file
 
     def action() -> Any:
-        predictor = _load_predictor(models, device, batch_size, threads)
+        predictor = _load_predictor(models, device, batch_size, threads, max_atoms)
         to_stdout = out == "-" or (out is None and input_path == "-")
         return predict_file(predictor, input_path, out=out, fmt=fmt, smiles_column=smiles_column,
                             id_column=id_column, strict=strict, chunk_size=chunk_size,
@@ -142,7 +146,8 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
 @_input_options
 def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Optional[str],
           smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
-          threads: Optional[int], workers: int, device: str, strict: bool, progress: Optional[bool]) -> None:
+          threads: Optional[int], workers: int, max_atoms: int, device: str, strict: bool,
+            progress: Optional[bool]) -> None:
     """Graph-token embeddings (after the final norm) of every molecule of INPUT, as an .npz.
 
     The archive holds, one row per input record: embeddings (float32, NaN rows for
@@ -152,7 +157,7 @@ def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Option
     from molsepnorm.predict.pipeline import embed_file
 
     def action() -> Any:
-        predictor = _load_predictor((model,) if model else (), device, batch_size, threads)
+        predictor = _load_predictor((model,) if model else (), device, batch_size, threads, max_atoms)
         return embed_file(predictor, input_path, out=out, fmt=fmt, smiles_column=smiles_column,
                           id_column=id_column, strict=strict, chunk_size=chunk_size, progress=_progress(progress),
                           workers=workers)

@@ -32,7 +32,13 @@ class Featurized:
     error: Optional[str]
 
 
-def featurize_records(records: list[Record], vocab: str, as_arrays: bool = False) -> list[Featurized]:
+#: Default limit on heavy atoms per molecule for prediction (a protein in an SDF would need
+#: gigabytes: memory grows with the square of the size).  ``--max-atoms`` changes it.
+MAX_ATOMS: int = 1000
+
+
+def featurize_records(records: list[Record], vocab: str, as_arrays: bool = False,
+                      max_atoms: Optional[int] = MAX_ATOMS) -> list[Featurized]:
     """Featurize every record; a failure becomes an error, never an exception.
 
     With ``as_arrays`` each graph is a dict of numpy arrays (see :func:`_to_arrays`), for
@@ -47,7 +53,7 @@ def featurize_records(records: list[Record], vocab: str, as_arrays: bool = False
             out.append(Featurized(None, record.smiles, record.error))
             continue
         try:
-            graph = featurize(record.molecule, vocab, encodings=True)
+            graph = featurize(record.molecule, vocab, encodings=True, max_atoms=max_atoms)
         except InvalidMoleculeError as err:
             # for a Mol (SDF) record, the error's SMILES is RDKit's best try at the bad molecule
             smiles = err.smiles if record.mol is not None and not err.smiles.startswith("<") else record.smiles
@@ -89,13 +95,13 @@ def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
         yield chunk
 
 
-def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int,
-                      workers: int = 0) -> Iterator[tuple[list[Record], list[Featurized]]]:
+def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int, workers: int = 0,
+                      max_atoms: Optional[int] = MAX_ATOMS) -> Iterator[tuple[list[Record], list[Featurized]]]:
     """``(chunk, its featurized records)`` in input order, featurized by ``workers`` processes
     (0: in this process)."""
     if workers <= 0:
         for chunk in chunks(records, chunk_size):
-            yield chunk, featurize_records(chunk, vocab)
+            yield chunk, featurize_records(chunk, vocab, max_atoms=max_atoms)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -106,7 +112,7 @@ def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int,
         in_flight: deque = deque()
         for chunk in chunks(records, chunk_size):
             step = -(-len(chunk) // workers)
-            futures = [pool.submit(featurize_records, chunk[i:i + step], vocab, True)
+            futures = [pool.submit(featurize_records, chunk[i:i + step], vocab, True, max_atoms)
                        for i in range(0, len(chunk), step)]
             in_flight.append((chunk, futures))
             if len(in_flight) > 1:  # the next chunk is being featurized while this one is predicted

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence, U
 import numpy as np
 
 from molsepnorm.errors import InvalidMoleculeError, MolsepnormError
-from molsepnorm.predict.featurizing import Featurized, featurized_chunks
+from molsepnorm.predict.featurizing import MAX_ATOMS, Featurized, featurized_chunks
 from molsepnorm.predict.readers import Record
 
 if TYPE_CHECKING:
@@ -87,11 +87,14 @@ class Predictor:
 
     Build with :meth:`load`.  Args of the constructor: the loaded :class:`Member` s (all
     with the same vocabulary, task and targets), the torch device, and the batching
-    (``batch_size`` molecules at most, ``max_tokens`` padded tokens at most).
+    (``batch_size`` molecules at most, ``max_tokens`` padded tokens at most), and
+    ``max_atoms``, the largest molecule predicted (larger ones get a row with the reason;
+    None: no limit).
     """
 
     def __init__(self, members: Sequence[Member], device: Union[str, "torch.device"] = "cpu",
-                 batch_size: int = DEFAULT_BATCH_SIZE, max_tokens: Optional[int] = None) -> None:
+                 batch_size: int = DEFAULT_BATCH_SIZE, max_tokens: Optional[int] = None,
+                 max_atoms: Optional[int] = MAX_ATOMS) -> None:
         import torch
 
         if not members:
@@ -106,12 +109,15 @@ class Predictor:
         self.batch_size = int(batch_size)
         self.max_tokens = int(max_tokens) if max_tokens is not None else self.batch_size * TOKENS_PER_MOLECULE
         self.multi_hop_max_dist = max(m.multi_hop_max_dist for m in self.members)
+        if max_atoms is not None and max_atoms < 1:
+            raise ValueError(f"max_atoms must be >= 1 or None, got {max_atoms}")
+        self.max_atoms = max_atoms
 
     # --- construction --------------------------------------------------------------------
     @classmethod
     def load(cls, *models: Union[PathLike, Sequence[PathLike]], device: str = "cpu",
              batch_size: int = DEFAULT_BATCH_SIZE,
-             max_tokens: Optional[int] = None) -> "Predictor":
+             max_tokens: Optional[int] = None, max_atoms: Optional[int] = MAX_ATOMS) -> "Predictor":
         """Load one checkpoint (an ensemble with several) by path or bundled name.
 
         Args:
@@ -143,7 +149,8 @@ class Predictor:
                 multi_hop_max_dist=int(feat["multi_hop_max_dist"]),
                 checkpoint={k: v for k, v in ckpt.items() if k not in ("model", "training_state")},
             ))
-        return cls(members, device=resolve_device(device), batch_size=batch_size, max_tokens=max_tokens)
+        return cls(members, device=resolve_device(device), batch_size=batch_size, max_tokens=max_tokens,
+                   max_atoms=max_atoms)
 
     def __repr__(self) -> str:
         sources = ", ".join(m.source for m in self.members)
@@ -219,7 +226,7 @@ class Predictor:
             InvalidMoleculeError: with ``strict``, at the first bad record (naming
                 ``source`` and the record's line).
         """
-        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers):
+        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms):
             yield self._run_chunk(chunk, featurized, strict, source, embed=False)
 
     def embed_records(self, records: Iterable[Record], chunk_size: int = DEFAULT_CHUNK_SIZE, strict: bool = False,
@@ -227,7 +234,7 @@ class Predictor:
         """Embeddings of ``records`` chunk by chunk (a single model only)."""
         if self.is_ensemble:
             raise MolsepnormError("embeddings come from one model: give a single --model, not an ensemble")
-        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers):
+        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms):
             yield self._run_chunk(chunk, featurized, strict, source, embed=True)
 
     def featurize(self, molecule: Any) -> Any:
@@ -238,7 +245,7 @@ class Predictor:
         """
         from molsepnorm.chem import featurize
 
-        return featurize(molecule, self.vocab, encodings=True)
+        return featurize(molecule, self.vocab, encodings=True, max_atoms=self.max_atoms)
 
     # --- internals ---------------------------------------------------------------------------
     def _run_chunk(self, chunk: list[Record], featurized: list[Featurized], strict: bool, source: Optional[str],

@@ -178,3 +178,19 @@ def test_unknown_model_names_the_bundled_ones():
 
     with pytest.raises(UnknownModelError, match="tpsa-nci-small"):
         Predictor.load("no-such-model")
+
+
+def test_molecules_over_max_atoms_get_a_row_with_the_reason(tmp_path):
+    from molsepnorm.predict import Predictor, predict_file
+
+    small = Predictor.load("tpsa-nci-small", max_atoms=12)
+    frame = small.predict(["CCO", "C" * 13, "CCCCCCCCCCCC"])
+    assert frame["error"].isna().tolist() == [True, False, True]
+    assert "too large: 13 heavy atoms, more than the limit of 12" in frame["error"][1]
+    smi = tmp_path / "m.smi"
+    smi.write_text("CCO a\n" + "C" * 13 + " b\n")
+    summary = predict_file(small, smi, out=tmp_path / "out.csv")
+    assert (summary.ok, summary.failed) == (1, 1)
+    with pytest.raises(ValueError, match="max_atoms"):
+        Predictor.load("tpsa-nci-small", max_atoms=0)
+    assert Predictor.load("tpsa-nci-small").max_atoms == 1000
