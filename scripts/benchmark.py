@@ -295,7 +295,6 @@ def gemm_peak_gflops(threads: int, size: int = 2048, repeats: int = 10) -> float
 
 def bench_flops(name: str, dataset: Any, chosen: list[list[int]], step_seconds: float) -> dict[str, Any]:
     """FLOPs of one forward / forward + backward on the first batch, per graph."""
-    import torch
     import torch.nn.functional as F
     from torch.utils.flop_counter import FlopCounterMode
 

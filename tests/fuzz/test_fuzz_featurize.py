@@ -104,36 +104,19 @@ def outcome(molecule: Any, vocab: str) -> str:
 # --- properties ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("vocab", VOCABS)
-def test_random_text(budget, vocab, fuzz, tally, run_property):
-    @given(fuzz.random_text())
-    def prop(text: str) -> None:
-        tally.add(outcome(text, vocab))
-
-    run_property(budget, prop)
+STRING_KINDS = ("random_text", "smiles_alphabet_strings", "token_smiles", "mutated_real_smiles")
 
 
-@pytest.mark.parametrize("vocab", VOCABS)
-def test_smiles_alphabet_strings(budget, vocab, fuzz, tally, run_property):
-    @given(fuzz.smiles_alphabet_text())
-    def prop(text: str) -> None:
-        tally.add(outcome(text, vocab))
-
-    run_property(budget, prop)
+def string_strategy(kind: str, fuzz: Any, real_smiles: Any) -> Any:
+    """The hypothesis strategy of one kind of generated string."""
+    return {"random_text": fuzz.random_text, "smiles_alphabet_strings": fuzz.smiles_alphabet_text,
+            "token_smiles": fuzz.token_smiles, "mutated_real_smiles": lambda: fuzz.mutated_smiles(real_smiles)}[kind]()
 
 
 @pytest.mark.parametrize("vocab", VOCABS)
-def test_token_smiles(budget, vocab, fuzz, tally, run_property):
-    @given(fuzz.token_smiles())
-    def prop(text: str) -> None:
-        tally.add(outcome(text, vocab))
-
-    run_property(budget, prop)
-
-
-@pytest.mark.parametrize("vocab", VOCABS)
-def test_mutated_real_smiles(budget, vocab, fuzz, real_smiles, tally, run_property):
-    @given(fuzz.mutated_smiles(real_smiles))
+@pytest.mark.parametrize("kind", STRING_KINDS)
+def test_generated_strings(budget, kind, vocab, fuzz, real_smiles, tally, run_property):
+    @given(string_strategy(kind, fuzz, real_smiles))
     def prop(text: str) -> None:
         tally.add(outcome(text, vocab))
 

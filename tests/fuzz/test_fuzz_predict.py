@@ -141,50 +141,26 @@ def test_zinc_model_names_what_is_outside_its_vocabulary(budget, fuzz, real_smil
 # --- files -------------------------------------------------------------------------------------------------
 
 
-def test_predict_smi_file(budget, fuzz, real_smiles, predictor, tmp_path, tally, run_property):
-    """``.smi`` files with names, blank lines, LF / CRLF / CR line endings, a BOM, non-UTF-8 lines."""
+FILE_KINDS = {
+    "smi": "``.smi`` files with names, blank lines, LF / CRLF / CR line endings, a BOM, non-UTF-8 lines",
+    "bytes-as-smi": "any bytes at all named ``.smi``: one row per non-blank line",
+    "csv": "CSV files with quoted fields holding commas, quotes, line breaks, NUL; rows too short",
+    "sdf": "SDF files of real NCI records edited line by line: broken records keep their row",
+}
 
-    @given(fuzz.smi_file(real_smiles))
+
+@pytest.mark.parametrize("kind", list(FILE_KINDS))
+def test_predict_fuzzed_files(budget, kind, fuzz, real_smiles, sdf_blocks, predictor, tmp_path, tally, run_property):
+    """One output row per record, in order, ids kept (see :data:`FILE_KINDS`)."""
+    strategy = {"smi": lambda: fuzz.smi_file(real_smiles), "bytes-as-smi": fuzz.raw_smi_file,
+                "csv": lambda: fuzz.csv_file(real_smiles), "sdf": lambda: fuzz.sdf_file(sdf_blocks)}[kind]()
+
+    @given(strategy)
     def prop(file: Any) -> None:
         src = file.write(tmp_path)
         summary = predict_file(predictor, src, out=tmp_path / "out.csv")
-        outcome_counts(tally, check_output(tmp_path / "out.csv", file.ids, file.count, summary), file.count)
-
-    run_property(budget, prop, scale=0.3)
-
-
-def test_predict_arbitrary_bytes_as_smi(budget, fuzz, predictor, tmp_path, tally, run_property):
-    """Any bytes at all named ``.smi``: one row per non-blank line."""
-
-    @given(fuzz.raw_smi_file())
-    def prop(file: Any) -> None:
-        src = file.write(tmp_path)
-        summary = predict_file(predictor, src, out=tmp_path / "out.csv")
-        outcome_counts(tally, check_output(tmp_path / "out.csv", None, file.count, summary), file.count)
-
-    run_property(budget, prop, scale=0.3)
-
-
-def test_predict_csv_file(budget, fuzz, real_smiles, predictor, tmp_path, tally, run_property):
-    """CSV files with quoted fields holding commas, quotes, line breaks, NUL; rows too short."""
-
-    @given(fuzz.csv_file(real_smiles))
-    def prop(file: Any) -> None:
-        src = file.write(tmp_path)
-        summary = predict_file(predictor, src, out=tmp_path / "out.csv")
-        outcome_counts(tally, check_output(tmp_path / "out.csv", file.ids, file.count, summary), file.count)
-
-    run_property(budget, prop, scale=0.3)
-
-
-def test_predict_sdf_file(budget, fuzz, sdf_blocks, predictor, tmp_path, tally, run_property):
-    """SDF files of real NCI records edited line by line: broken records keep their row."""
-
-    @given(fuzz.sdf_file(sdf_blocks))
-    def prop(file: Any) -> None:
-        src = file.write(tmp_path)
-        summary = predict_file(predictor, src, out=tmp_path / "out.csv")
-        outcome_counts(tally, check_output(tmp_path / "out.csv", file.ids, file.count, summary), file.count)
+        ids = None if kind == "bytes-as-smi" else file.ids  # arbitrary bytes: ids are whatever the lines hold
+        outcome_counts(tally, check_output(tmp_path / "out.csv", ids, file.count, summary), file.count)
 
     run_property(budget, prop, scale=0.3)
 
