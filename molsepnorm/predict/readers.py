@@ -360,6 +360,7 @@ def sdf_data_fields(block: str) -> dict[str, str]:
 
 
 _RDKIT_LOG_LOCK = threading.Lock()
+_RDKIT_NOISE = re.compile(r"^(\*{4}|-{10}|Stacktrace:|\d+# |Violation occurred on line|Failed Expression:)")
 
 
 def molblock_to_mol(block: str) -> Any:
@@ -371,7 +372,12 @@ def molblock_to_mol(block: str) -> Any:
     if mol is not None:
         return mol
     # The mol-file parser logs its reason on RDKit's warning log, which CaptureErrorLog does
-    # not see: send RDKit's log to Python's stderr for this one call and capture that.
+    # not see: send RDKit's log to Python's stderr for this one call and capture that.  The
+    # log quotes the bad field cut at a byte count; a cut inside a multi-byte character
+    # cannot reach Python and went to the terminal instead, so the reason is read from the
+    # block with every non-ASCII character (none is valid in a mol block) replaced by "?".
+    if not block.isascii():
+        block = "".join(c if c.isascii() else "?" for c in block)
     buffer = io.StringIO()
     with _RDKIT_LOG_LOCK:
         rdBase.LogToPythonStderr()
@@ -381,5 +387,7 @@ def molblock_to_mol(block: str) -> Any:
         finally:
             rdBase.LogToCppStreams()
     lines = [re.sub(r"^\[\d\d:\d\d:\d\d\]\s?", "", line).strip() for line in buffer.getvalue().splitlines()]
-    reason = "; ".join(line for line in lines if line)
+    # an Invariant violation comes with a C++ stack trace and its frame: keep the message
+    kept = [line for line in lines if line and not _RDKIT_NOISE.match(line)]
+    reason = "; ".join(dict.fromkeys(kept))
     return "RDKit cannot read the SDF record: " + (reason or "no reason given (empty or malformed mol block)")

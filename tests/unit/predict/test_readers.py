@@ -145,6 +145,22 @@ def test_sdf_broken_record_is_kept_and_reading_goes_on(tmp_path: Path):
     assert "no data field 'code'" in by_field[1].error
 
 
+def test_sdf_non_ascii_field_gives_rdkits_reason_without_a_stack_trace_or_terminal_noise(tmp_path: Path, capfd):
+    block = _sdf_block("CCO", "ethanol")
+    lines = block.split("\n")
+    atom = next(i for i, line in enumerate(lines) if line.rstrip().endswith("0") and " C " in line)
+    lines[atom] = lines[atom].replace(" C ", " \u00e9\u00e9", 1)  # the element symbol, as UTF-8 bytes
+    path = tmp_path / "m.sdf"
+    path.write_text("\n".join(lines) + _sdf_block("CCN", "ethylamine"), encoding="utf-8")
+    records = read(path)
+    assert [r.id for r in records] == ["ethanol", "ethylamine"]
+    assert records[0].mol is None and "Element '??' not found" in records[0].error
+    assert "Stacktrace" not in records[0].error and "#" not in records[0].error
+    assert records[1].mol is not None
+    out, err = capfd.readouterr()
+    assert "Element" not in err and "Cannot convert" not in err
+
+
 def test_sdf_gz_last_record_without_terminator(tmp_path: Path):
     text = _sdf_block("CCO", "a") + _sdf_block("CCN", "b").rsplit("$$$$", 1)[0]
     path = tmp_path / "m.sdf.gz"
