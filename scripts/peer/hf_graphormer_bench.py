@@ -38,26 +38,27 @@ ZINC_RAW = "ZINC/raw"
 
 
 # --------------------------------------------------------------------------- utils
-def _rss_now_mb() -> float:
+def _proc_status_mb(field: str) -> float:
+    """A memory field of /proc/self/status (``VmRSS``, ``VmHWM``) in MiB; NaN where there is none."""
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
     return float("nan")
 
 
+def _rss_now_mb() -> float:
+    return _proc_status_mb("VmRSS")
+
+
 def _rss_peak_mb() -> float:
     """Peak resident set size since start (or since the last _reset_rss_peak)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
+    peak = _proc_status_mb("VmHWM")
+    if peak == peak:  # not NaN
+        return peak
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
