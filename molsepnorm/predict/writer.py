@@ -15,7 +15,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import IO, Any, Optional, Sequence, Union
+from typing import IO, Any, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -83,7 +83,30 @@ def format_value(x: float) -> str:
     return "" if x != x else format(float(x), ".7g")
 
 
-class PredictionWriter:
+_W = TypeVar("_W", bound="_CommitOrAbort")
+
+
+class _CommitOrAbort:
+    """The writers' ``with`` protocol: :meth:`commit` when the block ends normally, else
+    :meth:`abort`, so an exception never leaves a partial output."""
+
+    def commit(self) -> str:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _W) -> _W:
+        return self
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class PredictionWriter(_CommitOrAbort):
     """Streams prediction chunks to a CSV file (atomically) or to standard output.
 
     Columns: ``id``, ``smiles``, one per target (``<target>_std`` after each for an
@@ -138,21 +161,13 @@ class PredictionWriter:
         if self._file is not None:
             self._file.abort()
 
-    def __enter__(self) -> "PredictionWriter":
-        return self
-
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 def _one_line(error: Optional[str]) -> str:
     return "" if error is None else " ".join(error.split())
 
 
-class EmbeddingWriter:
+class EmbeddingWriter(_CommitOrAbort):
     """Streams embedding chunks into an ``.npz`` (atomically), in flat memory.
 
     The archive holds one row per input record, in order:
@@ -226,14 +241,6 @@ class EmbeddingWriter:
         self._vectors.close()
         self._texts.close()
 
-    def __enter__(self) -> "EmbeddingWriter":
-        return self
-
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 def _header(stream: IO[bytes], descr: str, shape: tuple[int, ...]) -> None:
