@@ -15,6 +15,21 @@ def _splits(config):
     return load_dataset(config.data.dataset, **config.data.options)
 
 
+def _poison_forward(trainer, bad_calls, value=float("nan")):
+    """Make the model's output ``value`` on the given (1-based) forward calls in training mode."""
+    forward = trainer.model.forward
+    calls = {"n": 0}
+
+    def poisoned(batch):
+        out = forward(batch)
+        if not trainer.model.training:
+            return out
+        calls["n"] += 1
+        return out * value if calls["n"] in bad_calls else out
+
+    trainer.model.forward = poisoned
+
+
 def test_losses_ignore_missing_targets():
     out = torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     target = torch.tensor([[0.0, float("nan")], [1.0, 1.0]])
@@ -36,34 +51,11 @@ def test_loss_must_fit_the_task():
 def test_nan_loss_stops_with_step_and_batch(tpsa_csv, tiny_config):
     config = tiny_config(tpsa_csv, batch_size=32, epochs=1)
     trainer = Trainer(config, _splits(config))
-    forward = trainer.model.forward
-    calls = {"n": 0}
-
-    def poisoned(batch):
-        calls["n"] += 1
-        out = forward(batch)
-        return out * float("nan") if calls["n"] == 3 else out
-
-    trainer.model.forward = poisoned
+    _poison_forward(trainer, {3})
     with pytest.raises(NonFiniteLossError, match=r"epoch 1, step 3, batch 2") as info:
         trainer.fit()
     assert "molecules" in str(info.value)
     assert trainer.state.step == 2  # the bad step was not applied
-
-
-def _poison_forward(trainer, bad_calls, value=float("nan")):
-    """Make the model's output ``value`` on the given (1-based) forward calls in training mode."""
-    forward = trainer.model.forward
-    calls = {"n": 0}
-
-    def poisoned(batch):
-        out = forward(batch)
-        if not trainer.model.training:
-            return out
-        calls["n"] += 1
-        return out * value if calls["n"] in bad_calls else out
-
-    trainer.model.forward = poisoned
 
 
 def test_infinite_gradient_with_a_finite_loss_stops_before_the_weights_change(tpsa_csv, tiny_config):
