@@ -27,6 +27,7 @@ from torch_geometric.data import Data
 from molsepnorm.chem.ogb_features import ogb_atom_features, ogb_bond_features
 from molsepnorm.chem.parse import MolInput, describe_mol, parse_molecule
 from molsepnorm.chem.zinc_vocab import ZINC_ATOM_INDEX, ZINC_ATOM_TOKENS, ZINC_BOND_INDEX, zinc_atom_token
+from molsepnorm.encodings import encode
 from molsepnorm.errors import InvalidMoleculeError
 
 #: The vocabularies ``featurize`` knows.
@@ -59,7 +60,7 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
         encodings: also add Graphormer's structural encodings (``degree``, ``spd``,
             ``path_next``), exactly as :func:`molsepnorm.encodings.encode` would; in the
             ogb vocabulary the distances come from RDKit's distance matrix of the molecule
-            (C++), which makes SMILES -> encoded graph ~15 % faster.
+            (C++): SMILES -> encoded graph +18 % (``scripts/benchmark.py``, part a).
         max_atoms: refuse a molecule with more (heavy) atoms than this, before any
             O(N^2) work: the encodings and the model's attention grow with N^2.
 
@@ -102,8 +103,6 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
         smiles=smiles,
     )
     if encodings:
-        from molsepnorm.encodings import encode
-
         # the ogb graph's nodes are the molecule's atoms in order; the zinc graph folds
         # hydrogens away, so it takes the graph search instead
         encode(data, distances=Chem.GetDistanceMatrix(mol) if vocab == "ogb" else None)

@@ -149,8 +149,8 @@ def shortest_paths(
             sparse graphs) or ``"auto"`` (dense up to :data:`DENSE_MAX_NODES` nodes).
             All give identical results.
         distances: hop distances ``[N, N]`` already known for this graph, e.g. RDKit's
-            ``Chem.GetDistanceMatrix(mol)`` (C++, ~3x faster than the dense BFS on
-            molecules; values >= 1e7, RDKit's "no path", and negative ones become
+            ``Chem.GetDistanceMatrix(mol)`` (C++: 25 us per molhiv molecule against
+            80 us for this function's search and next hops; values >= 1e7, RDKit's "no path", and negative ones become
             :data:`UNREACHABLE`).  Then only the next-hop table is computed.  They must be
             this graph's distances: that is the caller's promise, not checked here.
 

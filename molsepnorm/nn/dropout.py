@@ -10,7 +10,7 @@ stays unbiased: E[dropout(x)] = x exactly.
 Why: in Graphormer-slim training on this project's CPU, ``bernoulli_`` was the single most
 expensive operation -- 26 % of a ZINC step and 20 % of an ogbg-molhiv step (attention
 dropout acts on every (B, H, L, L) probability).  On a (256, 8, 41, 41) tensor, 1 thread,
-``F.dropout`` took 28 ms and this one 6 ms; whole training steps (256 molecules, forward +
+``F.dropout`` took 29 ms and this one 6.6 ms; whole training steps (256 molecules, forward +
 backward + AdamW) got 15 % faster on ZINC and 8 % on ogbg-molhiv.  On other devices (GPU
 dropout is a fused kernel) or for other dtypes, ``F.dropout`` runs unchanged.
 
