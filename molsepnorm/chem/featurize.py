@@ -24,10 +24,10 @@ from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 from rdkit import Chem, rdBase
 from torch_geometric.data import Data
 
-from molsepnorm.chem.ogb_features import ogb_atom_features, ogb_bond_features
-from molsepnorm.chem.parse import MolInput, describe_mol, parse_molecule
+from molsepnorm.chem.ogb_features import ogb_graph
+from molsepnorm.chem.parse import ANY_TRAITS, MolInput, SmilesTraits, describe_mol, parse_molecule, smiles_traits
 from molsepnorm.chem.zinc_vocab import ZINC_ATOM_INDEX, ZINC_ATOM_TOKENS, ZINC_BOND_INDEX, zinc_atom_token
-from molsepnorm.encodings import encode
+from molsepnorm.encodings import structural_encodings
 from molsepnorm.errors import InvalidMoleculeError
 
 #: The vocabularies ``featurize`` knows.
@@ -60,7 +60,7 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
         encodings: also add Graphormer's structural encodings (``degree``, ``spd``,
             ``path_next``), exactly as :func:`molsepnorm.encodings.encode` would; in the
             ogb vocabulary the distances come from RDKit's distance matrix of the molecule
-            (C++): SMILES -> encoded graph +18 % (``scripts/benchmark.py``, part a).
+            (C++), faster than the graph search.
         max_atoms: refuse a molecule with more (heavy) atoms than this, before any
             O(N^2) work: the encodings and the model's attention grow with N^2.
 
@@ -92,21 +92,19 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
         # once" beyond ~2,500 open ring closures): then a description stands in for it.
         smiles = describe_mol(mol)
     if vocab == "ogb":
-        x, edge_index, edge_attr = _ogb_arrays(mol)
+        x, edge_index, edge_attr = _ogb_arrays(mol, smiles_traits(smiles) if isinstance(mol_or_smiles, str)
+                                               else ANY_TRAITS)
     else:
         x, edge_index, edge_attr = _zinc_arrays(mol, smiles)
-    data = Data(
-        x=torch.from_numpy(x),
-        edge_index=torch.from_numpy(edge_index),
-        edge_attr=torch.from_numpy(edge_attr),
-        num_nodes=x.shape[0],
-        smiles=smiles,
-    )
+    arrays = {"x": x, "edge_index": edge_index, "edge_attr": edge_attr}
     if encodings:
         # the ogb graph's nodes are the molecule's atoms in order; the zinc graph folds
         # hydrogens away, so it takes the graph search instead
-        encode(data, distances=Chem.GetDistanceMatrix(mol) if vocab == "ogb" else None)
-    return data
+        distances = Chem.GetDistanceMatrix(mol) if vocab == "ogb" else None
+        arrays["degree"], arrays["spd"], arrays["path_next"] = structural_encodings(
+            edge_index, x.shape[0], distances=distances)
+    # one Data call: PyG's attribute assignment costs microseconds per attribute
+    return Data(**{k: torch.from_numpy(v) for k, v in arrays.items()}, num_nodes=x.shape[0], smiles=smiles)
 
 
 def _check_vocab(vocab: str) -> None:
@@ -129,22 +127,12 @@ def _bonds(mol: Chem.Mol) -> list[Chem.Bond]:
     return [mol.GetBondWithIdx(i) for i in range(mol.GetNumBonds())]
 
 
-def _bond_ends(bonds: list[Chem.Bond]) -> np.ndarray:
-    """[B, 2] int64 begin/end atom indices in RDKit's bond order."""
-    ends = [(b.GetBeginAtomIdx(), b.GetEndAtomIdx()) for b in bonds]
-    return np.array(ends, dtype=np.int64).reshape(-1, 2)
-
-
-def _ogb_arrays(mol: Chem.Mol) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ogb_arrays(mol: Chem.Mol, traits: SmilesTraits) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x [N, 9], edge_index [2, E], edge_attr [E, 3], all int64, as smiles2graph builds them."""
-    bonds = _bonds(mol)
     try:
-        x = ogb_atom_features(_atoms(mol))
-        bond_feats = ogb_bond_features(bonds)
+        return ogb_graph(mol, traits)
     except KeyError as exc:  # a value OGB's lists lack where OGB itself would fail
         raise InvalidMoleculeError(describe_mol(mol), f"outside the OGB vocabulary: {exc.args[0]}") from None
-    edge_attr = np.repeat(bond_feats, 2, axis=0)
-    return x, _directed(_bond_ends(bonds)), edge_attr
 
 
 # Hydrogens to fold into their heavy atom for the zinc vocabulary: every H with a heavy

@@ -1,14 +1,22 @@
 """OGB's atom and bond features (Hu et al., NeurIPS 2020), computed a molecule at a time.
 
-``ogb.utils.features.atom_to_feature_vector`` / ``bond_to_feature_vector`` look each raw
-value up in a Python list per atom (``list.index``): about 60 % of featurizing a
-molecule.  Here the raw RDKit values of all atoms are read into one ``(N, 9)`` array and
-mapped to OGB's indices with NumPy lookup tables built from OGB's own
-``allowable_features`` lists, so the vocabulary is OGB's by construction; the result is
-identical to ``ogb.utils.smiles2graph`` (tests/integration/test_ogb_identity.py checks all
-41,127 ogbg-molhiv SMILES).  Measured on the first 3,000 molhiv molecules, 1 thread:
-124 -> 105 us per molecule for atom + bond features; the RDKit call per atom and value
-that both make is the floor.
+``ogb.utils.features.atom_to_feature_vector`` / ``bond_to_feature_vector`` call RDKit
+once per atom and value, then look each value up in a Python list (``list.index``).
+Here each column is read for all atoms at once (``map`` over RDKit's unbound getters, no
+per-atom Python frame) into one ``(9, N)`` array, and mapped to OGB's indices with NumPy
+lookup tables built from OGB's own ``allowable_features`` lists, so the vocabulary is
+OGB's by construction; the result is identical to ``ogb.utils.smiles2graph``
+(tests/integration/test_ogb_identity.py checks all 41,127 ogbg-molhiv SMILES and the
+ZINC and NCI SMILES, which carry stereo).
+
+Three columns are not read when the molecule cannot hold anything but their default
+(:class:`~molsepnorm.chem.parse.SmilesTraits`, known from the SMILES text): chirality
+(no ``@``), bond stereo (no ``/`` or ``\\``) and the bond type's enum (no dative bond,
+neither written nor made by RDKit's sanitization for a metal: then the bond order, a
+float RDKit returns without building an enum object, names the type).  RDKit's enum
+getters cost about three times a plain one, and the molhiv SMILES carry no stereo at
+all.  The total degree is RDKit's definition, bonded atoms plus hydrogens, so it is not
+read either.
 
 Columns: atoms ``[atomic_num, chirality, degree, formal_charge, num_Hs,
 num_radical_electrons, hybridization, is_aromatic, is_in_ring]``; bonds ``[bond_type,
@@ -25,8 +33,11 @@ from typing import Callable, Sequence
 import numpy as np
 from ogb.utils.features import allowable_features
 from rdkit import Chem
+from rdkit.Chem import Atom, Bond
 
-__all__ = ["ogb_atom_features", "ogb_bond_features"]
+from molsepnorm.chem.parse import ANY_TRAITS, SmilesTraits
+
+__all__ = ["ogb_graph"]
 
 _INT_TABLE_RANGE = (-16, 256)  # raw integer values covered by a lookup array; others are "misc"
 
@@ -54,17 +65,19 @@ class _Columns:
         lo, hi = _INT_TABLE_RANGE
         self.lo, self.hi = lo, hi
         self.table = np.concatenate([c.table for c in self.columns])
-        self.offsets = (np.arange(len(self.columns), dtype=np.int64) * (hi - lo) - lo)[None, :]
+        self.offsets = (np.arange(len(self.columns), dtype=np.int64) * (hi - lo) - lo)[:, None]
 
-    def __call__(self, raw: list[tuple]) -> np.ndarray:
-        values = np.array(raw, dtype=np.int64).reshape(-1, len(self.columns))
-        out = self.table.take(np.clip(values, self.lo, self.hi - 1) + self.offsets)
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        """``(C, K)`` raw values (a column per row) -> ``(K, C)`` OGB indices."""
+        # ufuncs, not np.clip: its Python-level argument checks cost more than the lookup
+        clipped = np.minimum(np.maximum(values, self.lo), self.hi - 1)
+        out = self.table.take(clipped + self.offsets).T
         if out.size and out.min() < 0:
             row, col = (int(v[0]) for v in np.nonzero(out < 0))
-            c, raw = self.columns[col], int(values[row, col])
+            c, raw = self.columns[col], int(values[col, row])
             shown = c.key(raw) if c.key(raw) is not None else raw
             raise KeyError(f"{c.name} {shown} (of atom or bond {row}) is not in OGB's list {c.allowed}")
-        return out
+        return np.ascontiguousarray(out)
 
 
 def _enum_key(enum_type: type) -> Callable[[object], object]:
@@ -96,14 +109,78 @@ _BOND_COLUMNS = _Columns((
 ))
 
 
-def ogb_atom_features(atoms: Sequence[Chem.Atom]) -> np.ndarray:
-    """``(N, 9)`` int64 OGB atom features of ``atoms`` (equal to ``atom_to_feature_vector`` per atom)."""
-    raw = [(a.GetAtomicNum(), a.GetChiralTag(), a.GetTotalDegree(), a.GetFormalCharge(), a.GetTotalNumHs(),
-            a.GetNumRadicalElectrons(), a.GetHybridization(), a.GetIsAromatic(), a.IsInRing()) for a in atoms]
-    return _ATOM_COLUMNS(raw)
+
+# RDKit's getters in the order of the columns above; reading a column is one ``map``.
+_ATOM_GETTERS = (Atom.GetAtomicNum, Atom.GetChiralTag, Atom.GetTotalDegree, Atom.GetFormalCharge,
+                 Atom.GetTotalNumHs, Atom.GetNumRadicalElectrons, Atom.GetHybridization, Atom.GetIsAromatic,
+                 Atom.IsInRing)
+_CHIRALITY, _DEGREE, _NUM_HS = 1, 2, 4  # rows of the raw atom array with a shortcut
+_BOND_TYPE, _BOND_STEREO = 0, 1
+
+# Twice a bond's order -> its RDKit BondType, for molecules without dative bonds: then
+# 1.0 is SINGLE and 1.5 AROMATIC (ONEANDAHALF has no SMILES); orders of no such type
+# (0: UNSPECIFIED, "~") map to UNSPECIFIED, which OGB files under "misc" as it does all
+# but its four types.
+_TYPE_OF_ORDER = np.full(64, int(Chem.BondType.UNSPECIFIED), dtype=np.int64)
+for _order, _type in ((1.0, Chem.BondType.SINGLE), (1.5, Chem.BondType.AROMATIC), (2.0, Chem.BondType.DOUBLE),
+                      (3.0, Chem.BondType.TRIPLE), (4.0, Chem.BondType.QUADRUPLE)):
+    _TYPE_OF_ORDER[int(2 * _order)] = int(_type)
 
 
-def ogb_bond_features(bonds: Sequence[Chem.Bond]) -> np.ndarray:
-    """``(B, 3)`` int64 OGB bond features of ``bonds`` (equal to ``bond_to_feature_vector`` per bond)."""
-    raw = [(b.GetBondType(), b.GetStereo(), b.GetIsConjugated()) for b in bonds]
-    return _BOND_COLUMNS(raw)
+# Elements between which RDKit's sanitization never makes a bond dative: it does that to
+# bonds of metals ("cleanUpOrganometallics": C1C[N+]23...[Fe+2]24... gets two), so a
+# molecule with any other atom has its bond types read from RDKit's enum.  Indexed by
+# atomic number.
+_NO_DATIVE_BONDS = np.zeros(128, dtype=bool)
+_NO_DATIVE_BONDS[[1, 5, 6, 7, 8, 9, 14, 15, 16, 17, 34, 35, 53]] = True
+
+
+def _column(getter: Callable, items: list, n: int) -> np.ndarray:
+    return np.fromiter(map(getter, items), dtype=np.int64, count=n)
+
+
+def ogb_graph(mol: Chem.Mol, traits: SmilesTraits = ANY_TRAITS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The OGB graph of a sanitized molecule, as ``ogb.utils.smiles2graph`` builds it.
+
+    Args:
+        mol: a sanitized RDKit Mol (hydrogens as RDKit left them).
+        traits: what the molecule can carry (:func:`~molsepnorm.chem.parse.smiles_traits`
+            of the SMILES it was parsed from); the default reads every column.
+
+    Returns:
+        ``x`` ``(N, 9)``, ``edge_index`` ``(2, E)`` and ``edge_attr`` ``(E, 3)``, all int64,
+        ``E = 2 x bonds``: every bond as ``(i, j)`` then ``(j, i)``, in RDKit's bond order.
+
+    Raises:
+        KeyError: a value outside one of OGB's lists that has no "misc" entry.
+    """
+    n, nb = mol.GetNumAtoms(), mol.GetNumBonds()
+    atoms = list(map(mol.GetAtomWithIdx, range(n)))
+    bonds = list(map(mol.GetBondWithIdx, range(nb)))
+    begin, end = _column(Bond.GetBeginAtomIdx, bonds, nb), _column(Bond.GetEndAtomIdx, bonds, nb)
+
+    raw = np.zeros((len(_ATOM_GETTERS), n), dtype=np.int64)
+    for row, getter in enumerate(_ATOM_GETTERS):
+        if row == _DEGREE or (row == _CHIRALITY and not traits.chiral_tags):  # CHI_UNSPECIFIED (0)
+            continue
+        raw[row] = _column(getter, atoms, n)
+    # RDKit's total degree is the number of bonded atoms plus the (implicit and explicit) Hs
+    raw[_DEGREE] = np.bincount(begin, minlength=n) + np.bincount(end, minlength=n) + raw[_NUM_HS]
+    x = _ATOM_COLUMNS(raw)
+    atomic_numbers = raw[0]
+
+    raw = np.zeros((3, nb), dtype=np.int64)
+    if traits.dative_bonds or not _NO_DATIVE_BONDS.take(np.minimum(atomic_numbers, _NO_DATIVE_BONDS.size - 1)).all():
+        raw[_BOND_TYPE] = _column(Bond.GetBondType, bonds, nb)
+    else:
+        orders = np.fromiter(map(Bond.GetBondTypeAsDouble, bonds), dtype=np.float64, count=nb)
+        raw[_BOND_TYPE] = _TYPE_OF_ORDER[np.minimum(np.maximum(2 * orders, 0), 63).astype(np.int64)]
+    if traits.bond_stereo:  # else STEREONONE (0) everywhere
+        raw[_BOND_STEREO] = _column(Bond.GetStereo, bonds, nb)
+    raw[2] = _column(Bond.GetIsConjugated, bonds, nb)
+    edge_attr = np.repeat(_BOND_COLUMNS(raw), 2, axis=0)
+
+    edge_index = np.empty((2, 2 * nb), dtype=np.int64)
+    edge_index[0, 0::2] = edge_index[1, 1::2] = begin
+    edge_index[0, 1::2] = edge_index[1, 0::2] = end
+    return x, edge_index, edge_attr

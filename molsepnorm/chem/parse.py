@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+from dataclasses import dataclass
 from typing import Union
 
 from rdkit import Chem, rdBase
@@ -36,6 +37,35 @@ _TIMESTAMP = re.compile(r"^\[\d\d:\d\d:\d\d\]\s?")
 # Captures are process-wide; serialize the (rare) diagnosis of failures so that two
 # threads explaining two bad SMILES do not read each other's messages.
 _DIAGNOSIS_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class SmilesTraits:
+    """Which rarely set RDKit values a molecule may carry, as its SMILES text tells.
+
+    RDKit's SMILES parser sets an atom's chiral tag only from ``@`` and a double bond's
+    stereo only from the directional bonds ``/`` and ``\\``; a dative bond is written
+    ``->`` / ``<-`` (but sanitization also makes bonds to metals dative, which only the
+    molecule tells); a CXSMILES extension (``|...|``) may set any of them.  A featurizer
+    can skip reading a value that cannot be there (it is RDKit's default on every atom or
+    bond).  ``True`` means "may be present": read it.
+    """
+
+    chiral_tags: bool = True
+    bond_stereo: bool = True
+    dative_bonds: bool = True
+
+
+#: Traits of a molecule of unknown origin (an RDKit Mol input): everything may be present.
+ANY_TRAITS = SmilesTraits()
+
+
+def smiles_traits(text: str) -> SmilesTraits:
+    """The :class:`SmilesTraits` of the molecule ``Chem.MolFromSmiles(text)`` builds."""
+    if "|" in text:
+        return ANY_TRAITS
+    return SmilesTraits(chiral_tags="@" in text, bond_stereo="/" in text or "\\" in text,
+                        dative_bonds=">" in text or "<" in text)
 
 
 def parse_molecule(mol_or_smiles: MolInput) -> Chem.Mol:

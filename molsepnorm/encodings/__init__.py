@@ -4,7 +4,8 @@
 * :func:`edge_paths` / :func:`edge_paths_batched`: edge ids along one shortest path per
   pair, for the multi-hop edge encoding.
 * :class:`GraphormerEncoding` / :func:`encode`: a PyG ``pre_transform`` storing
-  ``degree``, flat ``spd`` and flat ``path_next`` on each ``Data``.
+  ``degree``, flat ``spd`` and flat ``path_next`` on each ``Data``;
+  :func:`structural_encodings`: the same three as NumPy arrays.
 """
 from .shortest_paths import (
     DENSE_MAX_NODES,
@@ -15,7 +16,7 @@ from .shortest_paths import (
     edge_paths_batched,
     shortest_paths,
 )
-from .transform import ENCODING_VERSION, GraphormerEncoding, encode
+from .transform import ENCODING_VERSION, GraphormerEncoding, encode, structural_encodings
 
 __all__ = [
     "DENSE_MAX_NODES",
@@ -28,4 +29,5 @@ __all__ = [
     "edge_paths_batched",
     "encode",
     "shortest_paths",
+    "structural_encodings",
 ]

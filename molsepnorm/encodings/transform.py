@@ -22,6 +22,24 @@ ENCODING_VERSION: int = 1
 and appears in :class:`GraphormerEncoding`'s repr, which PyG records for a pre_transform."""
 
 
+def structural_encodings(edge_index: np.ndarray, num_nodes: int, method: Method = "auto",
+                         distances: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Graphormer's structural encodings of one graph as NumPy arrays (see :func:`encode`).
+
+    Args:
+        edge_index: int ``[2, E]`` directed edges.
+        num_nodes: ``N``.
+        method, distances: as for :func:`~molsepnorm.encodings.shortest_paths`.
+
+    Returns:
+        ``(degree, spd, path_next)``: int64 ``[N]`` in-degrees, int16 ``[N * N]`` distances
+        and int16 ``[N * N]`` next hops, both flattened row-major.
+    """
+    dist, next_hop = shortest_paths(edge_index, num_nodes, method=method, distances=distances)
+    degree = np.bincount(np.asarray(edge_index[1], dtype=np.int64), minlength=int(num_nodes))
+    return degree, dist.reshape(-1), next_hop.reshape(-1)
+
+
 def encode(data: Data, method: Method = "auto", distances: Optional[np.ndarray] = None) -> Data:
     """Add Graphormer's structural encodings to ``data`` in place and return it.
 
@@ -43,12 +61,11 @@ def encode(data: Data, method: Method = "auto", distances: Optional[np.ndarray] 
     """
     num_nodes = int(data.num_nodes or 0)
     edge_index = data.edge_index
-    if edge_index is None:
-        edge_index = torch.empty(2, 0, dtype=torch.long)
-    dist, next_hop = shortest_paths(edge_index, num_nodes, method=method, distances=distances)
-    data.degree = torch.bincount(edge_index[1].long(), minlength=num_nodes)
-    data.spd = torch.from_numpy(dist.reshape(-1))
-    data.path_next = torch.from_numpy(next_hop.reshape(-1))
+    edges = np.zeros((2, 0), dtype=np.int64) if edge_index is None else edge_index.detach().cpu().numpy()
+    degree, spd, path_next = structural_encodings(edges, num_nodes, method=method, distances=distances)
+    data.degree = torch.from_numpy(degree)
+    data.spd = torch.from_numpy(spd)
+    data.path_next = torch.from_numpy(path_next)
     return data
 
 

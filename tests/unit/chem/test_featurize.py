@@ -325,12 +325,14 @@ def test_ogb_columns_beyond_ogbs_lists():
     """Newer RDKit chirality tags map to OGB's "misc"; an atropisomer bond stereo is a per-molecule error."""
     from rdkit import Chem
 
-    from molsepnorm.chem.ogb_features import ogb_bond_features
+    from molsepnorm.chem.ogb_features import ogb_graph
 
     x = featurize("C[Fe@OH1](F)(Cl)(Br)(I)N").x
     assert x[1, 1].item() == 4  # misc, where OGB's list.index raises ValueError
     mol = Chem.MolFromSmiles("Cc1ccccc1-c1ccccc1C")
     bond = mol.GetBondBetweenAtoms(6, 7)
     bond.SetStereo(Chem.BondStereo.STEREOATROPCW)
-    with pytest.raises(KeyError, match="bond stereo STEREOATROPCW"):
-        ogb_bond_features([mol.GetBondWithIdx(i) for i in range(mol.GetNumBonds())])
+    with pytest.raises(KeyError, match=r"bond stereo STEREOATROPCW \(of atom or bond 6\)"):
+        ogb_graph(mol)
+    with pytest.raises(InvalidMoleculeError, match="outside the OGB vocabulary: .*bond stereo STEREOATROPCW"):
+        featurize(mol)

@@ -202,3 +202,46 @@ def test_threads_get_their_own_reasons() -> None:
         else:
             assert expected in reason
             assert not any(other in reason for other in ("Cx", "C1CC") if other != smiles)
+
+
+@pytest.mark.parametrize(
+    "smiles, chiral, stereo, dative",
+    [
+        ("CCO", False, False, False),
+        ("C[C@H](N)C(=O)O", True, False, False),
+        ("F/C=C/F", False, True, False),
+        ("F/C=C\\F", False, True, False),
+        ("C->[Fe]", False, False, True),
+        ("[Fe]<-N", False, False, True),
+        ("CCO |$A;B;C$|", True, True, True),  # a CXSMILES extension can set anything
+    ],
+)
+def test_smiles_traits(smiles: str, chiral: bool, stereo: bool, dative: bool) -> None:
+    from molsepnorm.chem.parse import smiles_traits
+
+    traits = smiles_traits(smiles)
+    assert (traits.chiral_tags, traits.bond_stereo, traits.dative_bonds) == (chiral, stereo, dative)
+    mol = parse_molecule(smiles)
+    # what the text rules out is indeed absent from the parsed molecule
+    if not chiral:
+        assert all(a.GetChiralTag() == Chem.ChiralType.CHI_UNSPECIFIED for a in mol.GetAtoms())
+    else:
+        assert smiles.endswith("|") or any(a.GetChiralTag() != Chem.ChiralType.CHI_UNSPECIFIED for a in mol.GetAtoms())
+    if not stereo:
+        assert all(b.GetStereo() == Chem.BondStereo.STEREONONE for b in mol.GetBonds())
+    if dative and not smiles.endswith("|"):
+        assert any(b.GetBondType() == Chem.BondType.DATIVE for b in mol.GetBonds())
+
+
+def test_sanitization_makes_bonds_to_metals_dative_without_an_arrow() -> None:
+    """Why the featurizer also looks at the elements: RDKit turns these N+ -> Fe bonds dative."""
+    from molsepnorm.chem import featurize
+    from molsepnorm.chem.parse import smiles_traits
+
+    smiles = "C1C[N+]23CCC[N+]4(C1)CC[S-]1[Fe+2]24([SH+]CC3)[S-]2CC[N+]34CCC[N+]5(CCC3)CC[SH+][Fe+2]1254"
+    assert not smiles_traits(smiles).dative_bonds
+    mol = parse_molecule(smiles)
+    dative = [b.GetIdx() for b in mol.GetBonds() if b.GetBondType() == Chem.BondType.DATIVE]
+    assert dative
+    edge_attr = featurize(smiles).edge_attr
+    assert all(edge_attr[2 * k, 0].item() == 4 for k in dative)  # OGB's "misc" bond type
