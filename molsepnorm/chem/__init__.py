@@ -2,9 +2,10 @@
 
 * :func:`parse_molecule` - a sanitized RDKit Mol, or ``InvalidMoleculeError`` with RDKit's reason.
 * :func:`featurize` - a ``torch_geometric.data.Data`` in the ``"ogb"`` or ``"zinc"`` vocabulary.
+* :func:`featurize_graph` - the model-ready :class:`MolGraph`: graph and Graphormer encodings as NumPy arrays.
 * :func:`vocab_sizes` - the embedding-table sizes a model needs for a vocabulary.
 """
-from molsepnorm.chem.featurize import FEATURIZER_VERSION, VOCABS, featurize, vocab_sizes
+from molsepnorm.chem.featurize import FEATURIZER_VERSION, VOCABS, MolGraph, featurize, featurize_graph, vocab_sizes
 from molsepnorm.chem.parse import parse_molecule
 
-__all__ = ["FEATURIZER_VERSION", "VOCABS", "featurize", "parse_molecule", "vocab_sizes"]
+__all__ = ["FEATURIZER_VERSION", "VOCABS", "MolGraph", "featurize", "featurize_graph", "parse_molecule", "vocab_sizes"]

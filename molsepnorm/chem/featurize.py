@@ -16,7 +16,7 @@ RDKit's bond order, as OGB does.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -50,6 +50,32 @@ def vocab_sizes(vocab: str) -> dict[str, list[int]]:
     return {"atom": [len(ZINC_ATOM_TOKENS)], "bond": [len(ZINC_BOND_INDEX) + 1]}
 
 
+class MolGraph(NamedTuple):
+    """One molecule's graph with Graphormer's structural encodings, as NumPy arrays.
+
+    The model-ready sample: what :func:`featurize_graph` returns, what ``molsepnorm
+    predict`` feeds :func:`~molsepnorm.data.collate_graphs` (which takes these and PyG
+    ``Data`` alike) and what crosses process boundaries.  The same arrays as
+    ``featurize(..., encodings=True)``; building the PyG ``Data`` (:meth:`to_data`) is left
+    to who needs one, because PyG's per-attribute bookkeeping costs about a tenth of
+    featurizing a molecule.
+    """
+
+    x: np.ndarray  # (N, 9) int64 "ogb" / (N, 1) "zinc"
+    edge_index: np.ndarray  # (2, E) int64
+    edge_attr: np.ndarray  # (E, 3) int64 "ogb" / (E,) "zinc"
+    degree: np.ndarray  # (N,) int64
+    spd: np.ndarray  # (N * N,) int16, row-major; UNREACHABLE = -1
+    path_next: np.ndarray  # (N * N,) int16, row-major; -1 = none
+    num_nodes: int
+    smiles: str
+
+    def to_data(self) -> Data:
+        """The same graph as a PyG ``Data`` (tensors share the arrays' memory)."""
+        tensors = {name: torch.from_numpy(getattr(self, name)) for name in self._fields[:6]}
+        return Data(**tensors, num_nodes=self.num_nodes, smiles=self.smiles)
+
+
 def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = False,
               max_atoms: Optional[int] = None) -> Data:
     """The graph of one molecule.
@@ -58,9 +84,8 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
         mol_or_smiles: a SMILES string or an RDKit Mol (see :func:`parse_molecule`).
         vocab: ``"ogb"`` or ``"zinc"``.
         encodings: also add Graphormer's structural encodings (``degree``, ``spd``,
-            ``path_next``), exactly as :func:`molsepnorm.encodings.encode` would; in the
-            ogb vocabulary the distances come from RDKit's distance matrix of the molecule
-            (C++), faster than the graph search.
+            ``path_next``), exactly as :func:`molsepnorm.encodings.encode` would; see
+            :func:`featurize_graph`.
         max_atoms: refuse a molecule with more (heavy) atoms than this, before any
             O(N^2) work: the encodings and the model's attention grow with N^2.
 
@@ -78,6 +103,31 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
             bond outside the vocabulary.
         TypeError: input of a wrong type.
     """
+    if encodings:
+        return featurize_graph(mol_or_smiles, vocab, max_atoms).to_data()
+    _, smiles, (x, edge_index, edge_attr) = _graph(mol_or_smiles, vocab, max_atoms)
+    return Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index),
+                edge_attr=torch.from_numpy(edge_attr), num_nodes=x.shape[0], smiles=smiles)
+
+
+def featurize_graph(mol_or_smiles: MolInput, vocab: str = "ogb", max_atoms: Optional[int] = None) -> MolGraph:
+    """The model-ready sample of one molecule: its graph and structural encodings as NumPy arrays.
+
+    Arguments, errors and array contents as :func:`featurize` with ``encodings=True``.
+    In the ogb vocabulary the distances come from RDKit's distance matrix of the molecule
+    (C++), faster than the graph search; the zinc graph folds hydrogens away, so its
+    nodes are not the molecule's atoms and it takes the graph search.
+    """
+    mol, smiles, (x, edge_index, edge_attr) = _graph(mol_or_smiles, vocab, max_atoms)
+    n = x.shape[0]
+    distances = Chem.GetDistanceMatrix(mol) if vocab == "ogb" else None
+    degree, spd, path_next = structural_encodings(edge_index, n, distances=distances)
+    return MolGraph(x, edge_index, edge_attr, degree, spd, path_next, n, smiles)
+
+
+def _graph(mol_or_smiles: MolInput, vocab: str, max_atoms: Optional[int]
+           ) -> tuple[Chem.Mol, str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(sanitized Mol, the SMILES to show, (x, edge_index, edge_attr)) of one input."""
     _check_vocab(vocab)
     mol = parse_molecule(mol_or_smiles)
     if max_atoms is not None and mol.GetNumAtoms() > max_atoms:
@@ -87,24 +137,14 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
             "(max_atoms; memory and time grow with the square of the size)")
     if isinstance(mol_or_smiles, str):
         smiles = mol_or_smiles.strip()
+        traits = smiles_traits(smiles)
     else:
         # RDKit cannot write every valid Mol as SMILES (ValueError "Too many rings open at
         # once" beyond ~2,500 open ring closures): then a description stands in for it.
         smiles = describe_mol(mol)
-    if vocab == "ogb":
-        x, edge_index, edge_attr = _ogb_arrays(mol, smiles_traits(smiles) if isinstance(mol_or_smiles, str)
-                                               else ANY_TRAITS)
-    else:
-        x, edge_index, edge_attr = _zinc_arrays(mol, smiles)
-    arrays = {"x": x, "edge_index": edge_index, "edge_attr": edge_attr}
-    if encodings:
-        # the ogb graph's nodes are the molecule's atoms in order; the zinc graph folds
-        # hydrogens away, so it takes the graph search instead
-        distances = Chem.GetDistanceMatrix(mol) if vocab == "ogb" else None
-        arrays["degree"], arrays["spd"], arrays["path_next"] = structural_encodings(
-            edge_index, x.shape[0], distances=distances)
-    # one Data call: PyG's attribute assignment costs microseconds per attribute
-    return Data(**{k: torch.from_numpy(v) for k, v in arrays.items()}, num_nodes=x.shape[0], smiles=smiles)
+        traits = ANY_TRAITS
+    arrays = _ogb_arrays(mol, traits) if vocab == "ogb" else _zinc_arrays(mol, smiles)
+    return mol, smiles, arrays
 
 
 def _check_vocab(vocab: str) -> None:

@@ -68,10 +68,12 @@ class _Columns:
         self.offsets = (np.arange(len(self.columns), dtype=np.int64) * (hi - lo) - lo)[:, None]
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
-        """``(C, K)`` raw values (a column per row) -> ``(K, C)`` OGB indices."""
-        # ufuncs, not np.clip: its Python-level argument checks cost more than the lookup
-        clipped = np.minimum(np.maximum(values, self.lo), self.hi - 1)
-        out = self.table.take(clipped + self.offsets).T
+        """``(C, K)`` int64 raw values (a column per row) -> ``(K, C)`` OGB indices."""
+        # in place, and ufuncs rather than np.clip, whose argument checks cost more than the lookup
+        index = np.maximum(values, self.lo)
+        np.minimum(index, self.hi - 1, out=index)
+        index += self.offsets
+        out = self.table.take(index).T
         if out.size and out.min() < 0:
             row, col = (int(v[0]) for v in np.nonzero(out < 0))
             c, raw = self.columns[col], int(values[col, row])
@@ -119,7 +121,7 @@ _BOND_TYPE, _BOND_STEREO = 0, 1
 
 # Twice a bond's order -> its RDKit BondType, for molecules without dative bonds: then
 # 1.0 is SINGLE and 1.5 AROMATIC (ONEANDAHALF has no SMILES); orders of no such type
-# (0: UNSPECIFIED, "~") map to UNSPECIFIED, which OGB files under "misc" as it does all
+# (0: UNSPECIFIED, "~"; above 31.5: the table's last entry) map to UNSPECIFIED, which OGB files under "misc" as it does all
 # but its four types.
 _TYPE_OF_ORDER = np.full(64, int(Chem.BondType.UNSPECIFIED), dtype=np.int64)
 for _order, _type in ((1.0, Chem.BondType.SINGLE), (1.5, Chem.BondType.AROMATIC), (2.0, Chem.BondType.DOUBLE),
@@ -167,14 +169,14 @@ def ogb_graph(mol: Chem.Mol, traits: SmilesTraits = ANY_TRAITS) -> tuple[np.ndar
     # RDKit's total degree is the number of bonded atoms plus the (implicit and explicit) Hs
     raw[_DEGREE] = np.bincount(begin, minlength=n) + np.bincount(end, minlength=n) + raw[_NUM_HS]
     x = _ATOM_COLUMNS(raw)
-    atomic_numbers = raw[0]
 
+    exotic_bonds = traits.dative_bonds or not _NO_DATIVE_BONDS.take(raw[0], mode="clip").all()
     raw = np.zeros((3, nb), dtype=np.int64)
-    if traits.dative_bonds or not _NO_DATIVE_BONDS.take(np.minimum(atomic_numbers, _NO_DATIVE_BONDS.size - 1)).all():
+    if exotic_bonds:
         raw[_BOND_TYPE] = _column(Bond.GetBondType, bonds, nb)
     else:
         orders = np.fromiter(map(Bond.GetBondTypeAsDouble, bonds), dtype=np.float64, count=nb)
-        raw[_BOND_TYPE] = _TYPE_OF_ORDER[np.minimum(np.maximum(2 * orders, 0), 63).astype(np.int64)]
+        raw[_BOND_TYPE] = _TYPE_OF_ORDER.take((2 * orders).astype(np.int64), mode="clip")
     if traits.bond_stereo:  # else STEREONONE (0) everywhere
         raw[_BOND_STEREO] = _column(Bond.GetStereo, bonds, nb)
     raw[2] = _column(Bond.GetIsConjugated, bonds, nb)

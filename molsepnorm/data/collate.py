@@ -107,7 +107,8 @@ def collate_graphs(data_list: Sequence[Data], multi_hop_max_dist: int) -> GraphB
 
     Args:
         data_list: graphs carrying ``x``, ``edge_index``, ``edge_attr``, ``degree``,
-            ``spd`` and ``path_next`` (see :class:`molsepnorm.encodings.GraphormerEncoding`).
+            ``spd`` and ``path_next`` (see :class:`molsepnorm.encodings.GraphormerEncoding`):
+            PyG ``Data``, or :class:`molsepnorm.chem.MolGraph` samples (NumPy arrays).
         multi_hop_max_dist: K, the number of hops of ``edge_path`` (>= 1).
     """
     from molsepnorm.encodings import edge_paths_batched
@@ -120,13 +121,14 @@ def collate_graphs(data_list: Sequence[Data], multi_hop_max_dist: int) -> GraphB
 
     xs, degrees, spds, nexts, edge_indices, edge_attrs = [], [], [], [], [], []
     for i, d in enumerate(data_list):
-        x = d.x
+        # torch.as_tensor: a no-op on a Data's tensors, a zero-copy view of a MolGraph's arrays
+        x = torch.as_tensor(d.x)
         xs.append(x.view(-1, 1) if x.dim() == 1 else x)
-        degrees.append(_require(d, "degree", i))
-        spds.append(_require(d, "spd", i))
-        nexts.append(_require(d, "path_next", i))
-        edge_indices.append(d.edge_index)
-        ea = d.edge_attr
+        degrees.append(torch.as_tensor(_require(d, "degree", i)))
+        spds.append(torch.as_tensor(_require(d, "spd", i)))
+        nexts.append(torch.as_tensor(_require(d, "path_next", i)))
+        edge_indices.append(torch.as_tensor(d.edge_index))
+        ea = torch.as_tensor(d.edge_attr)
         edge_attrs.append(ea.view(-1, 1) if ea.dim() == 1 else ea)
     n = torch.tensor([x.size(0) for x in xs], dtype=torch.long)  # (B,)
     e = torch.tensor([ei.size(1) for ei in edge_indices], dtype=torch.long)  # (B,)

@@ -48,7 +48,7 @@ def _as_edge_array(edge_index: Union[np.ndarray, Tensor], num_nodes: int) -> tup
     ei = np.asarray(edge_index)
     if ei.ndim != 2 or ei.shape[0] != 2:
         raise ValueError(f"edge_index must have shape [2, E], got {list(ei.shape)}")
-    if ei.size and not np.issubdtype(ei.dtype, np.integer):
+    if ei.size and ei.dtype.kind not in "iu":  # signed or unsigned integers
         raise ValueError(f"edge_index must hold integers, got dtype {ei.dtype}")
     num_nodes = int(num_nodes)
     if num_nodes < 0:

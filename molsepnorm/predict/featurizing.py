@@ -27,7 +27,7 @@ from molsepnorm.predict.readers import Record
 class Featurized:
     """One record after featurization: its graph, or the reason there is none."""
 
-    graph: Any  # PyG Data with the Graphormer encodings, or None
+    graph: Any  # molsepnorm.chem.MolGraph (arrays with the Graphormer encodings), or None
     smiles: str  # what the output shows (RDKit's SMILES for a Mol input)
     error: Optional[str]
 
@@ -37,15 +37,14 @@ class Featurized:
 MAX_ATOMS: int = 1000
 
 
-def featurize_records(records: list[Record], vocab: str, as_arrays: bool = False,
-                      max_atoms: Optional[int] = MAX_ATOMS) -> list[Featurized]:
+def featurize_records(records: list[Record], vocab: str, max_atoms: Optional[int] = MAX_ATOMS) -> list[Featurized]:
     """Featurize every record; a failure becomes an error, never an exception.
 
-    With ``as_arrays`` each graph is a dict of numpy arrays (see :func:`_to_arrays`), for
-    sending between processes: torch pickles tensors across processes as shared-memory
-    file descriptors, and thousands of graphs exhaust the descriptor limit.
+    The graphs are :class:`~molsepnorm.chem.MolGraph` NumPy arrays, which also suit
+    sending between processes (torch would pickle tensors across processes as
+    shared-memory file descriptors, and thousands of graphs exhaust the descriptor limit).
     """
-    from molsepnorm.chem import featurize
+    from molsepnorm.chem import featurize_graph
 
     out = []
     for record in records:
@@ -53,7 +52,7 @@ def featurize_records(records: list[Record], vocab: str, as_arrays: bool = False
             out.append(Featurized(None, record.smiles, record.error))
             continue
         try:
-            graph = featurize(record.molecule, vocab, encodings=True, max_atoms=max_atoms)
+            graph = featurize_graph(record.molecule, vocab, max_atoms=max_atoms)
         except InvalidMoleculeError as err:
             # for a Mol (SDF) record, the error's SMILES is RDKit's best try at the bad molecule
             smiles = err.smiles if record.mol is not None and not err.smiles.startswith("<") else record.smiles
@@ -62,23 +61,8 @@ def featurize_records(records: list[Record], vocab: str, as_arrays: bool = False
             out.append(Featurized(None, record.smiles, f"could not featurize the molecule: "
                                                        f"{type(exc).__name__}: {exc}"))
         else:
-            out.append(Featurized(_to_arrays(graph) if as_arrays else graph, graph.smiles, None))
+            out.append(Featurized(graph, graph.smiles, None))
     return out
-
-
-_GRAPH_TENSORS = ("x", "edge_index", "edge_attr", "degree", "spd", "path_next")
-
-
-def _to_arrays(graph: Any) -> dict[str, Any]:
-    return {name: getattr(graph, name).numpy() for name in _GRAPH_TENSORS}
-
-
-def _from_arrays(arrays: dict[str, Any], smiles: str) -> Any:
-    import torch
-    from torch_geometric.data import Data
-
-    tensors = {name: torch.from_numpy(arrays[name]) for name in _GRAPH_TENSORS}
-    return Data(**tensors, num_nodes=int(tensors["x"].shape[0]), smiles=smiles)
 
 
 def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
@@ -112,7 +96,7 @@ def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int, wo
         in_flight: deque = deque()
         for chunk in chunks(records, chunk_size):
             step = -(-len(chunk) // workers)
-            futures = [pool.submit(featurize_records, chunk[i:i + step], vocab, True, max_atoms)
+            futures = [pool.submit(featurize_records, chunk[i:i + step], vocab, max_atoms)
                        for i in range(0, len(chunk), step)]
             in_flight.append((chunk, futures))
             if len(in_flight) > 1:  # the next chunk is being featurized while this one is predicted
@@ -125,11 +109,7 @@ def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int, wo
 
 def _collect(item: tuple[list[Record], list[Any]]) -> tuple[list[Record], list[Featurized]]:
     chunk, futures = item
-    featurized = [f for future in futures for f in future.result()]
-    for f in featurized:
-        if f.graph is not None:
-            f.graph = _from_arrays(f.graph, f.smiles)
-    return chunk, featurized
+    return chunk, [f for future in futures for f in future.result()]
 
 
 def _worker_init() -> None:

@@ -321,6 +321,25 @@ def test_featurize_with_encodings_equals_encode_after_featurize():
     assert compared > 600
 
 
+@pytest.mark.parametrize("vocab", VOCABS)
+def test_featurize_graph_is_featurize_with_encodings(vocab: str) -> None:
+    """The model-ready MolGraph holds the arrays of featurize(..., encodings=True), Mol inputs too."""
+    from rdkit import Chem
+
+    from molsepnorm.chem import MolGraph, featurize_graph
+
+    for molecule in ("C[NH3+].CC(=O)[O-]", "C[C@H](N)C(=O)O", "F/C=C/F", Chem.MolFromSmiles("c1ccccc1O")):
+        g = featurize_graph(molecule, vocab)
+        d = featurize(molecule, vocab, encodings=True)
+        assert isinstance(g, MolGraph) and g.num_nodes == d.num_nodes and g.smiles == d.smiles
+        for name in ("x", "edge_index", "edge_attr", "degree", "spd", "path_next"):
+            assert np.array_equal(getattr(g, name), d[name].numpy()), (molecule, name)
+            assert getattr(g, name).dtype == d[name].numpy().dtype
+        assert torch.equal(g.to_data().spd, d.spd)
+    with pytest.raises(InvalidMoleculeError, match="too large: 3 heavy atoms"):
+        featurize_graph("CCO", vocab, max_atoms=2)
+
+
 def test_ogb_columns_beyond_ogbs_lists():
     """Newer RDKit chirality tags map to OGB's "misc"; an atropisomer bond stereo is a per-molecule error."""
     from rdkit import Chem

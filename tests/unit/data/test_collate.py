@@ -165,3 +165,23 @@ def test_to_and_dataloader_with_workers(graphs):
     assert torch.equal(batches[0].edge_path, direct.edge_path)
     moved = batches[0].to("cpu")
     assert moved.x.device.type == "cpu" and moved.smiles == batches[0].smiles
+
+
+@pytest.mark.parametrize("vocab", ["zinc", "ogb"])
+def test_molgraph_samples_collate_like_data(vocab):
+    """MolGraph samples (NumPy arrays, what predict feeds) give the very batch Data gives."""
+    from dataclasses import fields
+
+    from molsepnorm.chem import MolGraph, featurize_graph
+
+    samples = [featurize_graph(s, vocab) for s in SMILES + [BIG]]
+    assert all(isinstance(g, MolGraph) for g in samples)
+    a = collate_graphs(samples, multi_hop_max_dist=5)
+    b = collate_graphs([graph(s, vocab) for s in SMILES + [BIG]], multi_hop_max_dist=5)
+    for f in fields(GraphBatch):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, torch.Tensor):
+            assert x.dtype == y.dtype and torch.equal(x, y), f.name
+        else:
+            assert x == y, f.name
+    assert pickle.loads(pickle.dumps(samples[2])).smiles == SMILES[2]  # crosses processes as arrays
