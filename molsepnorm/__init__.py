@@ -18,6 +18,8 @@ from molsepnorm.version import __version__
 # public name -> module that defines it
 _EXPORTS = {
     "featurize": "molsepnorm.chem",
+    "featurize_graph": "molsepnorm.chem",
+    "MolGraph": "molsepnorm.chem",
     "parse_molecule": "molsepnorm.chem",
     "GraphormerEncoding": "molsepnorm.encodings",
     "load_dataset": "molsepnorm.data",

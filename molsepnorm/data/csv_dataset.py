@@ -5,8 +5,8 @@ and split columns exist (errors list the available columns), every target cell i
 number or empty, every split label is a split name.  Errors name the file and the row,
 where *row* is the line number in the file (the header is line 1).
 
-Molecules are featurized once (:func:`molsepnorm.chem.featurize` + Graphormer
-encodings, with a tqdm bar) into ``<cache>/processed/<key>/`` where the key hashes the
+Molecules are featurized once (:func:`molsepnorm.chem.featurize_graph`: graph and
+Graphormer encodings, with a tqdm bar) into ``<cache>/processed/<key>/`` where the key hashes the
 file's bytes (sha256), the SMILES and target columns, the vocabulary and the featurizer
 and encoding versions; editing the file rebuilds it.  The cache also records invalid
 SMILES (with RDKit's reason) and Bemis–Murcko scaffolds, so the split (``random`` /
@@ -39,7 +39,7 @@ import torch
 from torch_geometric.data import InMemoryDataset
 from tqdm.auto import tqdm
 
-from molsepnorm.data.cache import GraphormerPreTransform, build_once, cache_key, file_sha256, read_marker
+from molsepnorm.data.cache import build_once, cache_key, file_sha256, read_marker
 from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits, SkippedRow
 from molsepnorm.data.splits import (
@@ -156,22 +156,21 @@ def _resolve_split(split: str, table: pd.DataFrame, source: str) -> tuple[str, O
 def _featurize_rows(smiles: Sequence[str], y: np.ndarray, lines: np.ndarray, vocab: str, out: Path,
                     what: str, progress: Optional[bool]) -> dict:
     """Featurize every row into ``out/data.pt``; return what the marker records."""
-    from molsepnorm.chem import featurize, parse_molecule
+    from molsepnorm.chem import featurize_graph, parse_molecule
 
-    pre_transform = GraphormerPreTransform()
     graphs, rows, scaffolds, invalid = [], [], [], []
     bar = tqdm(total=len(smiles), desc=f"featurizing {what}", unit="mol",
                disable=None if progress is None else not progress)
     for i, text in enumerate(smiles):
         try:
             mol = parse_molecule(text)
-            data = featurize(mol, vocab)
+            data = featurize_graph(mol, vocab).to_data()  # with the encodings (RDKit's distances for ogb)
         except InvalidMoleculeError as err:
             invalid.append({"row": int(lines[i]), "index": i, "smiles": text, "reason": err.reason})
         else:
             data.smiles = text.strip()
-            data.y = torch.from_numpy(y[i:i + 1].copy())
-            graphs.append(pre_transform(data))
+            data.y = torch.from_numpy(y[i:i + 1].astype(np.float32))  # [1, T], as GraphormerPreTransform makes it
+            graphs.append(data)
             rows.append(i)
             scaffolds.append(murcko_scaffold(mol))
         bar.update(1)

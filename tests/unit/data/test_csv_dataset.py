@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 import torch
 from rdkit import Chem, RDConfig
+from torch_geometric.data import Data
 
 from molsepnorm.data import load_dataset
 from molsepnorm.data.cache import COMPLETE
 from molsepnorm.data.splits import murcko_scaffold
+from molsepnorm.encodings import encode
 from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError
 
 BAD_SMILES = {  # real failures: a hypervalent Si salt (NCI line 3371), an unclosed ring, plain text
@@ -69,6 +71,9 @@ def test_regression_csv(tmp_path: Path, nci) -> None:
             assert data.y.dtype == torch.float32 and data.y.shape == (1, 1)
             assert data.x.shape == (n, 9) and data.edge_attr.shape[1] == 3
             assert data.spd.numel() == n * n and data.path_next.numel() == n * n and data.degree.numel() == n
+            reference = encode(Data(x=data.x, edge_index=data.edge_index, num_nodes=n))  # the graph search
+            for name in ("degree", "spd", "path_next"):
+                assert torch.equal(data[name], reference[name]), name
             assert data.smiles == nci[rows_index][0]  # split_indices are data rows of the file
             assert math.isclose(float(data.y), by_smiles[data.smiles], rel_tol=1e-6)
     assert splits.source == path.resolve()
