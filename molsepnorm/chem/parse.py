@@ -34,6 +34,7 @@ MolInput = Union[str, Chem.Mol]
 
 # RDKit prefixes each log line with "[HH:MM:SS] ".
 _TIMESTAMP = re.compile(r"^\[\d\d:\d\d:\d\d\]\s?")
+_NO_REASON = "RDKit could not parse the SMILES (no reason given)"
 # Captures are process-wide; serialize the (rare) diagnosis of failures so that two
 # threads explaining two bad SMILES do not read each other's messages.
 _DIAGNOSIS_LOCK = threading.Lock()
@@ -143,9 +144,18 @@ def _diagnose_smiles(text: str) -> str:
     non-ASCII character (none belongs to SMILES) replaced by ``?``, positions unchanged.
     """
     try:
-        return _rdkit_reason(text)
+        reason = _rdkit_reason(text)
     except UnicodeDecodeError:
-        return _rdkit_reason("".join(c if c.isascii() else "?" for c in text))
+        reason = _rdkit_reason("".join(c if c.isascii() else "?" for c in text))
+    head, *extension = text.split(maxsplit=1)
+    if extension and reason.endswith(_NO_REASON):
+        # RDKit logs nothing when only a CXSMILES extension is malformed ("C1CC1 |$")
+        with rdBase.BlockLogs():
+            head_parses = Chem.MolFromSmiles(head, sanitize=False) is not None
+        if head_parses:
+            return (f"SMILES parse error: the CXSMILES extension {extension[0]!r} could not be read "
+                    f"(the SMILES {head!r} before it is well-formed)")
+    return reason
 
 
 def _rdkit_reason(text: str) -> str:
@@ -161,7 +171,7 @@ def _rdkit_reason(text: str) -> str:
         with rdBase.CaptureErrorLog() as capture:
             Chem.MolFromSmiles(text)
     lines = _log_lines(capture.messages)
-    return "; ".join(lines) if lines else "RDKit could not parse the SMILES (no reason given)"
+    return "; ".join(lines) if lines else _NO_REASON
 
 
 def _log_lines(messages: str) -> list[str]:
@@ -189,7 +199,7 @@ def _syntax_reason(messages: str) -> str:
     ]
     specific = [r for r in reasons if not r.startswith("Failed parsing SMILES")]
     chosen = specific or reasons
-    return "; ".join(chosen) if chosen else "RDKit could not parse the SMILES (no reason given)"
+    return "; ".join(chosen) if chosen else _NO_REASON
 
 
 def _sanitize_copy(mol: Chem.Mol) -> Chem.Mol:

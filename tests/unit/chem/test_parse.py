@@ -245,3 +245,12 @@ def test_sanitization_makes_bonds_to_metals_dative_without_an_arrow() -> None:
     assert dative
     edge_attr = featurize(smiles).edge_attr
     assert all(edge_attr[2 * k, 0].item() == 4 for k in dative)  # OGB's "misc" bond type
+
+
+@pytest.mark.parametrize("smiles, extension", [("C1CC1 |$", "|$"), ("CC |junk|", "|junk|"), ("CC |", "|")])
+def test_malformed_cxsmiles_extension_is_named(smiles: str, extension: str) -> None:
+    """RDKit logs nothing for a broken CXSMILES extension; the reason still says what is wrong."""
+    with pytest.raises(InvalidMoleculeError) as info:
+        parse_molecule(smiles)
+    assert f"CXSMILES extension {extension!r} could not be read" in info.value.reason
+    assert "no reason given" not in info.value.reason
