@@ -69,7 +69,7 @@ class _Columns:
 
     def __call__(self, values: np.ndarray) -> np.ndarray:
         """``(C, K)`` int64 raw values (a column per row) -> ``(K, C)`` OGB indices."""
-        # in place, and ufuncs rather than np.clip, whose argument checks cost more than the lookup
+        # ufuncs (in place after the first), not np.clip: its argument checks cost more than the lookup
         index = np.maximum(values, self.lo)
         np.minimum(index, self.hi - 1, out=index)
         index += self.offsets
@@ -120,9 +120,9 @@ _CHIRALITY, _DEGREE, _NUM_HS = 1, 2, 4  # rows of the raw atom array with a shor
 _BOND_TYPE, _BOND_STEREO = 0, 1
 
 # Twice a bond's order -> its RDKit BondType, for molecules without dative bonds: then
-# 1.0 is SINGLE and 1.5 AROMATIC (ONEANDAHALF has no SMILES); orders of no such type
-# (0: UNSPECIFIED, "~"; above 31.5: the table's last entry) map to UNSPECIFIED, which OGB files under "misc" as it does all
-# but its four types.
+# 1.0 is SINGLE and 1.5 AROMATIC (ONEANDAHALF has no SMILES).  Orders of no such type
+# (0: UNSPECIFIED, written "~"; 32 and above are clipped onto the last entry) map to
+# UNSPECIFIED, which OGB files under "misc" with all but its four types.
 _TYPE_OF_ORDER = np.full(64, int(Chem.BondType.UNSPECIFIED), dtype=np.int64)
 for _order, _type in ((1.0, Chem.BondType.SINGLE), (1.5, Chem.BondType.AROMATIC), (2.0, Chem.BondType.DOUBLE),
                       (3.0, Chem.BondType.TRIPLE), (4.0, Chem.BondType.QUADRUPLE)):
@@ -131,10 +131,10 @@ for _order, _type in ((1.0, Chem.BondType.SINGLE), (1.5, Chem.BondType.AROMATIC)
 
 # Elements between which RDKit's sanitization never makes a bond dative: it does that to
 # bonds of metals ("cleanUpOrganometallics": C1C[N+]23...[Fe+2]24... gets two), so a
-# molecule with any other atom has its bond types read from RDKit's enum.  Indexed by
-# atomic number.
+# molecule with any other atom (metalloids such as B and Si included, to be safe) has its
+# bond types read from RDKit's enum.  Indexed by atomic number: H C N O F P S Cl Se Br I.
 _NO_DATIVE_BONDS = np.zeros(128, dtype=bool)
-_NO_DATIVE_BONDS[[1, 5, 6, 7, 8, 9, 14, 15, 16, 17, 34, 35, 53]] = True
+_NO_DATIVE_BONDS[[1, 6, 7, 8, 9, 15, 16, 17, 34, 35, 53]] = True
 
 
 def _column(getter: Callable, items: list, n: int) -> np.ndarray:
