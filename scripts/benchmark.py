@@ -19,7 +19,10 @@ What is measured (all on real molecules, warm-up excluded, ``time.perf_counter``
     ``--batch-size`` graphs drawn at random (seeded) from the training split of
     zinc-subset and of ogbg-molhiv; graphs/s for the step alone and with the collate
     function that pads the batch.  Also the same molecules regrouped into size-bucketed
-    batches (what ``--batching bucket`` buys).
+    batches (what ``--batching bucket`` buys).  Both sides' steps run with glibc serving
+    large blocks from its heap, as ``molsepnorm train`` does on CPU (``--cpu-malloc
+    heap``, :mod:`molsepnorm.train.allocator`); ``--cpu-malloc default`` times both with
+    glibc's default instead (a run of its own: a grown heap serves later requests anyway).
 (c) ``predict``: ``molsepnorm predict`` end to end from a ``.smi`` of ``--predict-n``
     SMILES to the output CSV, molecules/s and peak resident memory, in a fresh process
     (``scripts/bench_predict.py``).
@@ -241,6 +244,7 @@ def bench_train(name: str, dataset: Any, chosen: list[list[int]], args: argparse
     from molsepnorm.data.collate import GraphCollator
     from molsepnorm.data.sampler import padding_fraction
     from molsepnorm.nn import Graphormer
+    from molsepnorm.train.allocator import heap_for_large_blocks
 
     torch.manual_seed(0)
     config = model_config(name)
@@ -252,12 +256,17 @@ def bench_train(name: str, dataset: Any, chosen: list[list[int]], args: argparse
     results["mean_atoms"] = round(float(np.mean(list(sizes.values()))), 2)
     dense = np.zeros(max(sizes) + 1, dtype=np.int64)
     dense[list(sizes)] = list(sizes.values())
-    variants = [("random", chosen), ("bucketed", bucketed(dataset, chosen))]
-    for label, index_batches in variants:
+    # as `molsepnorm train` runs its steps (train.cpu_malloc).  glibc's default is timed by a
+    # run of its own (--cpu-malloc default): once the heap has grown, it serves later
+    # requests from it whatever the setting, so the two cannot share a process.
+    heap = args.cpu_malloc == "heap" and device == "cpu"
+    for label, index_batches in [("random", chosen), ("bucketed", bucketed(dataset, chosen))]:
         raw = [[dataset[i] for i in b] for b in index_batches]
         model = Graphormer(config).to(device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.01)
-        r = _timed_steps(model, optimizer, raw, args.repeats, args.warmup, collate=collate, device=device, bf16=bf16)
+        with heap_for_large_blocks(heap):
+            r = _timed_steps(model, optimizer, raw, args.repeats, args.warmup, collate=collate, device=device,
+                             bf16=bf16)
         r["padding_fraction"] = round(padding_fraction(dense, index_batches), 4)
         results[label] = r
         if label == "random":
@@ -267,11 +276,12 @@ def bench_train(name: str, dataset: Any, chosen: list[list[int]], args: argparse
         model = Graphormer(config).to(device).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.01)
         compiled = torch.compile(model, dynamic=True)
-        t0 = time.perf_counter()
-        _timed_steps(compiled, optimizer, raw[:1], 1, 0, collate=collate, device=device, bf16=bf16)
-        cold = time.perf_counter() - t0
-        r = _timed_steps(compiled, optimizer, raw, args.repeats, args.warmup, collate=collate, device=device,
-                         bf16=bf16)
+        with heap_for_large_blocks(heap):
+            t0 = time.perf_counter()
+            _timed_steps(compiled, optimizer, raw[:1], 1, 0, collate=collate, device=device, bf16=bf16)
+            cold = time.perf_counter() - t0
+            r = _timed_steps(compiled, optimizer, raw, args.repeats, args.warmup, collate=collate, device=device,
+                             bf16=bf16)
         r["cold_compile_seconds"] = round(cold, 1)
         results["compiled"] = r
     return results
@@ -364,7 +374,7 @@ def run_peer(python: str, work: Path, args: argparse.Namespace, smiles: list[str
                                                "attention_dropout", "activation_dropout", "pre_ln",
                                                "multi_hop_max_dist", "num_tasks")},
         "train_sets": list(sets), "model_by_set": {"molhiv": {"multi_hop_max_dist": 5}},
-        "device": args.device,
+        "device": args.device, "cpu_malloc": args.cpu_malloc,
     }
     (work / "config.json").write_text(json.dumps(config, indent=1))
     out = work / "peer.json"
@@ -472,6 +482,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--seed", type=int, default=0, help="which molecules form the batches")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd steps")
+    parser.add_argument("--cpu-malloc", default="heap", choices=["heap", "default"],
+                        help="glibc malloc during the training steps of both sides, as `molsepnorm train "
+                             "--cpu-malloc`")
     parser.add_argument("--peer-python", default=None,
                         help="python of the HF Graphormer venv (default .peer-venv/bin/python if present; 'none': skip)")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the plumbing")

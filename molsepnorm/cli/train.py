@@ -26,6 +26,7 @@ _OVERRIDES = {
     "num_workers": "train.num_workers",
     "patience": "train.patience",
     "threads": "train.threads",
+    "cpu_malloc": "train.cpu_malloc",
     "batching": "train.batching",
     "checkpoint_every": "train.checkpoint_every_steps",
     "on_nonfinite": "train.on_nonfinite",
@@ -75,6 +76,9 @@ _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
               help="A NaN/infinite loss or gradient: stop naming the step and batch (default), or skip the batch.")
 @click.option("--num-workers", type=click.IntRange(min=0), default=None, help="DataLoader worker processes.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (torch.set_num_threads).")
+@click.option("--cpu-malloc", type=click.Choice(["heap", "default"]), default=None,
+              help="CPU: 'heap' (default) keeps large tensors in glibc's heap (faster on big molecules, "
+                   "more resident memory); 'default' leaves glibc's malloc as it is.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on).")
 @click.pass_context
 def train(ctx: click.Context, **flags: Any) -> None:

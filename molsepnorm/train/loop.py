@@ -249,7 +249,17 @@ class Trainer:
 
     # ------------------------------------------------------------------ training
     def fit(self) -> FitResult:
-        """Train until the epoch / step budget or early stopping, then test the best weights."""
+        """Train until the epoch / step budget or early stopping, then test the best weights.
+
+        On CPU with ``train.cpu_malloc: heap`` (the default) glibc serves large tensors from
+        its heap meanwhile (:mod:`molsepnorm.train.allocator`).
+        """
+        from molsepnorm.train.allocator import heap_for_large_blocks
+
+        with heap_for_large_blocks(self.device.type == "cpu" and self.tc.cpu_malloc == "heap"):
+            return self._fit()
+
+    def _fit(self) -> FitResult:
         start = time.perf_counter()
         rd = self.run_dir
         if self.state.step == 0 and self.state.batch_in_epoch == 0 and self.state.epoch == 0:

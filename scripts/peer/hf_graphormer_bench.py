@@ -657,6 +657,10 @@ def run_bench(work: Path, out: Path):
 
     hf = (GraphormerConfig, GraphormerForGraphClassification, preprocess_item, GraphormerDataCollator)
     result["train"] = {}
+    # the same glibc malloc setting as our side's training steps (config "cpu_malloc"):
+    # large blocks from the heap, not fresh mmaps; applied to the training part only
+    heap = cfg.get("cpu_malloc") == "heap" and _mallopt_mmap_max(0)
+    result["cpu_malloc"] = "heap" if heap else "default"
     for name in cfg.get("train_sets", []):
         path = work / f"batches-{name}.npz"
         if not path.exists():
@@ -674,8 +678,22 @@ def run_bench(work: Path, out: Path):
               f"{r['preprocess_plus_collate_plus_step']['graphs_per_s']} g/s, "
               f"trimmed={r['trimmed_input_edges']}", file=sys.stderr)
         del batches
+    if heap:
+        _mallopt_mmap_max(65536)  # glibc's default
     out.write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _mallopt_mmap_max(blocks: int) -> bool:
+    """glibc's mallopt(M_MMAP_MAX, blocks) (0: no mmapped blocks); False elsewhere."""
+    import ctypes
+    import ctypes.util
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    return libc.mallopt(ctypes.c_int(-4), ctypes.c_int(blocks)) == 1
 
 
 def main(argv=None):

@@ -55,6 +55,7 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"loss": "huber"}, "data": {"dataset": "d"}}, "train.loss"),
     ({"train": {"device": "tpu"}, "data": {"dataset": "d"}}, "train.device"),
     ({"train": {"end_lr": 1.0}, "data": {"dataset": "d"}}, "train.end_lr"),
+    ({"train": {"cpu_malloc": "jemalloc"}, "data": {"dataset": "d"}}, "train.cpu_malloc"),
     ({}, "data.dataset"),
 ])
 def test_invalid_configs_are_named(raw, fragment):
