@@ -58,7 +58,7 @@ class MolGraph(NamedTuple):
     ``Data`` alike) and what crosses process boundaries.  The same arrays as
     ``featurize(..., encodings=True)``; building the PyG ``Data`` (:meth:`to_data`) is left
     to who needs one, because PyG's per-attribute bookkeeping is about 15 % of the time to
-    featurize a molecule (3,402 vs 4,008 molecules/s, ``scripts/benchmark.py`` part a).
+    featurize a molecule (3,432 vs 4,081 molecules/s, ``scripts/benchmark.py`` part a).
     """
 
     x: np.ndarray  # (N, 9) int64 "ogb" / (N, 1) "zinc"

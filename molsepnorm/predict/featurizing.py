@@ -1,7 +1,7 @@
 """Records -> encoded graphs, a chunk at a time, in this process or in worker processes.
 
 Featurization (RDKit parsing, OGB / ZINC features, shortest paths) is single-threaded
-Python: 0.25 ms of the 0.74 ms per molecule of a prediction with the bundled model, 1
+Python: 0.25 ms of the 0.77 ms per molecule of a prediction with the bundled model, 1
 thread (``scripts/benchmark.py`` parts a and c; it was about 60 % before the featurizer
 got faster).  With
 ``workers > 0`` each chunk is split among worker processes while the calling process runs

@@ -5,12 +5,13 @@ threshold (adjusted at run time, at most 32 MiB on 64-bit Linux) with a fresh ``
 and gives it back with ``munmap`` when freed, so every training step on batches of
 large molecules faults in and zeroes the same memory again: an ogbg-molhiv batch of 256
 random molecules pads to ~110 atoms, and one attention tensor ``(256, 8, 111, 111)``
-float32 is 100 MiB.  Measured on this project's 2-core CPU, Graphormer-slim, 4 such
-batches timed twice after 2 warm-up steps, 1 thread: the kernel's share was 80 of the
-run's seconds, and with mmap off (``mallopt(M_MMAP_MAX, 0)``: every block from the heap,
-reused after it is freed) the molhiv training step went from 21.7 to 39.3 graphs/s while
-peak resident memory grew from 7.1 to 9.4 GiB (freed blocks stay with the process).
-Batches of small molecules (ZINC: tensors under the threshold) do not change.
+float32 is 100 MiB; most of such a step's time went to the kernel.  With mmap off
+(``mallopt(M_MMAP_MAX, 0)``: every block from the heap, reused once freed), on this
+project's 2-core CPU, 1 thread (``python scripts/benchmark.py --parts train
+--cpu-malloc default`` against ``heap``): the molhiv training step of Graphormer-slim went
+from 21.6 to 39.6 graphs/s, while the benchmark's peak resident memory grew from 7.3 to
+9.8 GiB (freed blocks stay with the process).  ZINC's batches, whose tensors stay under
+the threshold, change little (244 → 265 graphs/s, within this machine's noise).
 
 The same is had for any program, without this module, from glibc's environment:
 ``MALLOC_MMAP_MAX_=0`` (or ``GLIBC_TUNABLES=glibc.malloc.mmap_max=0``).  Elsewhere (macOS,
