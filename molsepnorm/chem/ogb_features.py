@@ -14,8 +14,8 @@ Three columns are not read when the molecule cannot hold anything but their defa
 (no ``@``), bond stereo (no ``/`` or ``\\``) and the bond type's enum (no dative bond,
 neither written nor made by RDKit's sanitization for a metal: then the bond order, a
 float RDKit returns without building an enum object, names the type).  RDKit's enum
-getters cost about three times a plain one, and the molhiv SMILES carry no stereo at
-all.  The total degree is RDKit's definition, bonded atoms plus hydrogens, so it is not
+getters are its slowest (each value becomes a Python enum object), and the molhiv
+SMILES carry no stereo at all.  The total degree is RDKit's definition, bonded atoms plus hydrogens, so it is not
 read either.
 
 Columns: atoms ``[atomic_num, chirality, degree, formal_charge, num_Hs,
@@ -109,7 +109,6 @@ _BOND_COLUMNS = _Columns((
     _Column("conjugation", _F["possible_is_conjugated_list"], safe=False,
             key=lambda v: bool(v) if v in (0, 1) else None),
 ))
-
 
 
 # RDKit's getters in the order of the columns above; reading a column is one ``map``.

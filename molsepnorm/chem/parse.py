@@ -129,14 +129,17 @@ def _parse_smiles(smiles: str) -> Chem.Mol:
     with rdBase.BlockLogs():
         mol = Chem.MolFromSmiles(text)
     if mol is None:
-        raise InvalidMoleculeError(smiles, _diagnose_smiles(text))
+        raise InvalidMoleculeError(smiles, _diagnose_smiles(text, head, tail))
     if mol.GetNumAtoms() == 0:
         raise InvalidMoleculeError(smiles, "empty molecule: no atoms")
     return mol
 
 
-def _diagnose_smiles(text: str) -> str:
+def _diagnose_smiles(text: str, head: str = "", extension: str = "") -> str:
     """Why ``Chem.MolFromSmiles(text)`` returned None, in RDKit's words.
+
+    ``head`` is the SMILES proper and ``extension`` the CXSMILES part after it, as
+    ``_parse_smiles`` split them ("" if none).
 
     RDKit's syntax-error message echoes a window of the input cut at a byte count, which
     can split a multi-byte UTF-8 character; reading that log then raises
@@ -147,13 +150,12 @@ def _diagnose_smiles(text: str) -> str:
         reason = _rdkit_reason(text)
     except UnicodeDecodeError:
         reason = _rdkit_reason("".join(c if c.isascii() else "?" for c in text))
-    head, *extension = text.split(maxsplit=1)
     if extension and reason.endswith(_NO_REASON):
         # RDKit logs nothing when only a CXSMILES extension is malformed ("C1CC1 |$")
         with rdBase.BlockLogs():
             head_parses = Chem.MolFromSmiles(head, sanitize=False) is not None
         if head_parses:
-            return (f"SMILES parse error: the CXSMILES extension {extension[0]!r} could not be read "
+            return (f"SMILES parse error: the CXSMILES extension {extension!r} could not be read "
                     f"(the SMILES {head!r} before it is well-formed)")
     return reason
 

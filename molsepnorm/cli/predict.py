@@ -147,7 +147,7 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
 def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Optional[str],
           smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
           threads: Optional[int], workers: int, max_atoms: int, device: str, strict: bool,
-            progress: Optional[bool]) -> None:
+          progress: Optional[bool]) -> None:
     """Graph-token embeddings (after the final norm) of every molecule of INPUT, as an .npz.
 
     The archive holds, one row per input record: embeddings (float32, NaN rows for

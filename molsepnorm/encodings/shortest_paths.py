@@ -149,10 +149,11 @@ def shortest_paths(
             sparse graphs) or ``"auto"`` (dense up to :data:`DENSE_MAX_NODES` nodes).
             All give identical results.
         distances: hop distances ``[N, N]`` already known for this graph, e.g. RDKit's
-            ``Chem.GetDistanceMatrix(mol)`` (C++: 25 us per molhiv molecule against
-            80 us for this function's search and next hops; values >= 1e7, RDKit's "no path", and negative ones become
-            :data:`UNREACHABLE`).  Then only the next-hop table is computed.  They must be
-            this graph's distances: that is the caller's promise, not checked here.
+            ``Chem.GetDistanceMatrix(mol)`` (C++: 25 us per molhiv molecule against 80 us
+            for this function's search and next hops; values >= 1e7, RDKit's "no path",
+            and negative ones become :data:`UNREACHABLE`).  Then only the next-hop table is
+            computed.  They must be this graph's distances: that is the caller's promise,
+            not checked here.
 
     Returns:
         ``(dist, next_hop)``, both int16 ``[N, N]``: hop distances (:data:`UNREACHABLE`
@@ -162,10 +163,15 @@ def shortest_paths(
     Raises:
         ValueError: bad shape, node ids out of range, ``N > MAX_NODES`` or unknown method.
     """
+    src, dst = _as_edge_array(edge_index, num_nodes)
+    return _tables(src, dst, int(num_nodes), method, distances)
+
+
+def _tables(src: np.ndarray, dst: np.ndarray, n: int, method: Method,
+            distances: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`shortest_paths` on validated int64 edge ends (the method is checked here)."""
     if method not in METHODS:
         raise ValueError(f"unknown shortest-path method {method!r}; choose one of {METHODS}")
-    src, dst = _as_edge_array(edge_index, num_nodes)
-    n = int(num_nodes)
     if distances is not None:
         d = np.asarray(distances)
         if d.shape != (n, n):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 import torch
 
-from .shortest_paths import METHODS, Method, shortest_paths
+from .shortest_paths import METHODS, Method, _as_edge_array, _tables
 
 if TYPE_CHECKING:  # importing torch_geometric costs seconds; the transform only needs duck typing
     from torch_geometric.data import Data
@@ -35,9 +35,10 @@ def structural_encodings(edge_index: np.ndarray, num_nodes: int, method: Method 
         ``(degree, spd, path_next)``: int64 ``[N]`` in-degrees, int16 ``[N * N]`` distances
         and int16 ``[N * N]`` next hops, both flattened row-major.
     """
-    dist, next_hop = shortest_paths(edge_index, num_nodes, method=method, distances=distances)
-    degree = np.bincount(np.asarray(edge_index[1], dtype=np.int64), minlength=int(num_nodes))
-    return degree, dist.reshape(-1), next_hop.reshape(-1)
+    src, dst = _as_edge_array(edge_index, num_nodes)  # validated and int64 once, for both
+    n = int(num_nodes)
+    dist, next_hop = _tables(src, dst, n, method, distances)
+    return np.bincount(dst, minlength=n), dist.reshape(-1), next_hop.reshape(-1)
 
 
 def encode(data: Data, method: Method = "auto", distances: Optional[np.ndarray] = None) -> Data:

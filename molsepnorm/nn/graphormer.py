@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from molsepnorm.nn.dropout import dropout
 from molsepnorm.nn.attention import ATTENTION_IMPLS, BiasedSelfAttention
+from molsepnorm.nn.dropout import dropout
 from molsepnorm.nn.encoders import AtomEncoder, DegreeEncoder, GraphAttentionBias
 from molsepnorm.nn.norm import NORM_KINDS, SepNorm, ShareNorm
 

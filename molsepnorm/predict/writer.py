@@ -162,7 +162,6 @@ class PredictionWriter(_CommitOrAbort):
             self._file.abort()
 
 
-
 def _one_line(error: Optional[str]) -> str:
     return "" if error is None else " ".join(error.split())
 
@@ -240,7 +239,6 @@ class EmbeddingWriter(_CommitOrAbort):
     def _close_temporaries(self) -> None:
         self._vectors.close()
         self._texts.close()
-
 
 
 def _header(stream: IO[bytes], descr: str, shape: tuple[int, ...]) -> None:

@@ -5,11 +5,11 @@ threshold (adjusted at run time, at most 32 MiB on 64-bit Linux) with a fresh ``
 and gives it back with ``munmap`` when freed, so every training step on batches of
 large molecules faults in and zeroes the same memory again: an ogbg-molhiv batch of 256
 random molecules pads to ~110 atoms, and one attention tensor ``(256, 8, 111, 111)``
-float32 is 100 MiB; most of such a step's time went to the kernel.  With mmap off
-(``mallopt(M_MMAP_MAX, 0)``: every block from the heap, reused once freed), on this
-project's 2-core CPU, 1 thread (``python scripts/benchmark.py --parts train
---cpu-malloc default`` against ``heap``): the molhiv training step of Graphormer-slim went
-from 21.6 to 39.6 graphs/s, while the benchmark's peak resident memory grew from 7.3 to
+float32 is 100 MiB (``time`` of the benchmark's training part: 89 s in the kernel
+against 92 s in user code).  With mmap off (``mallopt(M_MMAP_MAX, 0)``: every block from
+the heap, reused once freed), on this project's 2-core CPU, 1 thread (``python
+scripts/benchmark.py --parts train --cpu-malloc default`` against ``heap``): the molhiv
+training step of Graphormer-slim went from 21.6 to 39.6 graphs/s, while the benchmark's peak resident memory grew from 7.3 to
 9.8 GiB (freed blocks stay with the process).  ZINC's batches, whose tensors stay under
 the threshold, change little (244 → 265 graphs/s, within this machine's noise).
 

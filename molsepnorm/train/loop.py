@@ -352,12 +352,10 @@ class Trainer:
         with self._autocast():
             out = self.model(batch)
         loss = batch_loss(self.loss_kind, out.float(), target)
-        where = f"epoch {st.epoch + 1}, step {st.step + 1}, batch {index} of the epoch"
-        smiles = f"; molecules: {batch.smiles[:5]}{' ...' if len(batch.smiles) > 5 else ''}" if batch.smiles else ""
         finite = bool(torch.isfinite(loss))
         if ddp.any_rank(not finite, self.env):  # every rank decides together, none hangs in backward
             what = f"training loss is {float(loss.detach())}" if not finite else "training loss is not finite on another rank"
-            return self._nonfinite(f"{what} at {where}{smiles}")
+            return self._nonfinite(f"{what} at {self._where(batch, index)}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         # gradients are already all-reduced under DDP, so every rank sees the same norm
@@ -366,12 +364,18 @@ class Trainer:
         if not bool(torch.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             return self._nonfinite(
-                f"gradient norm is {float(grad_norm)} (loss {float(loss.detach()):.4g}) at {where}{smiles}")
+                f"gradient norm is {float(grad_norm)} (loss {float(loss.detach()):.4g}) at {self._where(batch, index)}")
         self.optimizer.step()
         self.scheduler.step()
         st.step += 1
         st.skipped_in_a_row = 0
         return float(loss.detach()), batch.num_graphs
+
+    def _where(self, batch: GraphBatch, index: int) -> str:
+        """The step and batch (and its first molecules) for a non-finite message: built only then."""
+        st = self.state
+        smiles = f"; molecules: {batch.smiles[:5]}{' ...' if len(batch.smiles) > 5 else ''}" if batch.smiles else ""
+        return f"epoch {st.epoch + 1}, step {st.step + 1}, batch {index} of the epoch{smiles}"
 
     def _nonfinite(self, message: str) -> None:
         """Stop (default) or skip a batch whose loss or gradient is not finite."""

@@ -685,7 +685,10 @@ def run_bench(work: Path, out: Path):
 
 
 def _mallopt_mmap_max(blocks: int) -> bool:
-    """glibc's mallopt(M_MMAP_MAX, blocks) (0: no mmapped blocks); False elsewhere."""
+    """glibc's mallopt(M_MMAP_MAX, blocks) (0: no mmapped blocks); False elsewhere.
+
+    Its own copy of molsepnorm.train.allocator.set_mmap_max: this script runs in the peer's
+    environment and never imports molsepnorm."""
     import ctypes
     import ctypes.util
     import platform
