@@ -5,7 +5,11 @@ The path of data, one subpackage per step:
     SMILES ──chem──▶ RDKit Mol ──chem──▶ graph (PyG ``Data``)
           ──encodings──▶ + degree, shortest paths (once, cached with the data set)
           ──data──▶ splits, size-bucketed padded batches
-          ──nn──▶ Graphormer with SepNorm ──▶ head ──train──▶ metrics
+          ──nn──▶ Graphormer with SepNorm ──▶ head
+          ──inference──▶ predictions in the data's units, metrics
+
+    checkpoint: the trained model as a file (below train, predict and analysis)
+    train / predict / analysis: the verbs; cli: the command line over them
 
 Heavy dependencies (torch, RDKit, PyG) are imported on first use, so ``import
 molsepnorm`` and ``molsepnorm --help`` stay fast.
@@ -26,6 +30,8 @@ _EXPORTS = {
     "DatasetSplits": "molsepnorm.data",
     "SizeBucketBatchSampler": "molsepnorm.data.sampler",
     "Predictor": "molsepnorm.predict",
+    "Checkpoint": "molsepnorm.checkpoint",
+    "evaluate_checkpoint": "molsepnorm.inference",
     "InvalidMoleculeError": "molsepnorm.errors",
     "DatasetNotFoundError": "molsepnorm.errors",
     "DatasetFormatError": "molsepnorm.errors",

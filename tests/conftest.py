@@ -65,3 +65,11 @@ def assert_data_root_untouched(data_root: Path, data_root_snapshot):
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="session")
+def bundled_predictor():
+    """The default bundled model (tpsa-nci-small)."""
+    from molsepnorm.predict import Predictor
+
+    return Predictor.load()

@@ -225,7 +225,7 @@ def read_run(run_dir: PathLike) -> list[dict[str, Any]]:
     Raises:
         FileNotFoundError: the directory has no ``metrics.jsonl`` (or ``metrics.csv``).
     """
-    from molsepnorm.train.run_dir import RunDir
+    from molsepnorm.checkpoint.run_dir import RunDir
 
     rd = RunDir(run_dir)
     if rd.metrics_jsonl.is_file():

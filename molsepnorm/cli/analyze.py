@@ -8,32 +8,28 @@ from typing import Optional, Sequence
 
 import click
 
-from molsepnorm.cli.options import checkpoint_data_options
+from molsepnorm.cli.options import dataset_options, device_option, model_option, part_option
 
 
 @click.command("analyze")
-@click.option("--model", "-m", "models", required=True, multiple=True, type=click.Path(dir_okay=False),
-              help="Checkpoint file (best.pt / last.pt); repeat to overlay models (e.g. SepNorm and ShareNorm).")
+@model_option(multiple=True, required=True, help_extra=" Repeat to overlay models (e.g. SepNorm and ShareNorm).")
 @click.option("--label", "labels", multiple=True,
               help="Name of each model in the plots and JSON, one per --model, in order "
                    "(default: 'SepNorm (<run directory>)' ...).")
-@click.option("--dataset", "-d", default=None,
-              help="Data set name or CSV (default: each model's training data set, with its split).")
-@click.option("--split", type=click.Choice(["train", "val", "test", "all"]), default="test", show_default=True,
-              help="Which molecules to embed.")
+@part_option()
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder for analysis.json, spectrum.png and summary.png.")
-@checkpoint_data_options
+@dataset_options(required=False)
 @click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True, help="Molecules per batch.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option(default="cpu")
 @click.option("--max-points", type=click.IntRange(min=2), default=10_000, show_default=True,
               help="Uniformity over all pairs up to this many molecules, else over a seeded random subset of "
                    "this size.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads for torch.")
-def analyze(models: Sequence[str], labels: Sequence[str], dataset: Optional[str], split: str, out_dir: str,
+def analyze(models: Sequence[str], labels: Sequence[str], split: str, out_dir: str, dataset: Optional[str],
             data_root: Optional[str], smiles_column: Optional[str], target_columns: Optional[str],
-            split_by: Optional[str], split_seed: Optional[int], batch_size: int, device: str, max_points: int,
-            threads: Optional[int]) -> None:
+            split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str], batch_size: int, device: str,
+            max_points: int, threads: Optional[int]) -> None:
     """Graph-token embeddings of one or more models: spectrum, effective rank, uniformity.
 
     For each model, the graph-token embeddings (after the final norm) of every molecule of
@@ -48,18 +44,15 @@ def analyze(models: Sequence[str], labels: Sequence[str], dataset: Optional[str]
       molsepnorm analyze --model runs/sep/best.pt --model runs/share/best.pt \\
           --dataset zinc-subset --split test --out analysis/
     """
-    from molsepnorm.cli.options import dataset_kwargs
+    from molsepnorm.cli.options import dataset_kwargs, set_threads
     from molsepnorm.errors import MolsepnormError
 
     if labels and len(labels) != len(models):
         raise click.UsageError(f"{len(labels)} --label for {len(models)} --model: give one per model, or none")
-    if threads is not None:
-        import torch
-
-        torch.set_num_threads(threads)
+    set_threads(threads)
     from molsepnorm.analysis.api import analyze_checkpoints
 
-    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed)
+    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab)
     try:
         result = analyze_checkpoints(list(models), dataset=dataset, split=split, labels=list(labels) or None,
                                      data_root=data_root, options=options or None, batch_size=batch_size,

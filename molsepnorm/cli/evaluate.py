@@ -1,4 +1,4 @@
-"""``molsepnorm evaluate``: metrics of a checkpoint on a split of a data set."""
+"""``molsepnorm evaluate``: metrics of a model on a part of a data set."""
 from __future__ import annotations
 
 import json
@@ -6,42 +6,42 @@ from typing import Any, Optional
 
 import click
 
-from molsepnorm.cli.options import checkpoint_data_options
+from molsepnorm.cli.options import dataset_options, device_option, model_option, part_option
 
 
 @click.command("evaluate")
-@click.option("--model", "-m", "model_path", required=True, type=click.Path(dir_okay=False),
-              help="Checkpoint file (best.pt or last.pt of a run directory).")
-@click.option("--dataset", "-d", default=None,
-              help="Data set name or CSV (default: the one the model was trained on, with its split).")
-@click.option("--split", type=click.Choice(["train", "val", "test", "all"]), default="test", show_default=True,
-              help="Which split to score.")
-@checkpoint_data_options
+@model_option(required=True)
+@part_option()
+@dataset_options(required=False)
 @click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True, help="Molecules per batch.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="cpu", show_default=True)
+@device_option(default="cpu")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Also write the metrics as JSON to this file ('-' for stdout only).")
-def evaluate(model_path: str, dataset: Optional[str], split: str, data_root: Optional[str],
-             smiles_column: Optional[str], target_columns: Optional[str], split_by: Optional[str],
-             split_seed: Optional[int], batch_size: int, device: str, json_path: Optional[str]) -> None:
-    """Score a checkpoint: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
+def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional[str], smiles_column: Optional[str],
+             target_columns: Optional[str], split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str],
+             batch_size: int, device: str, json_path: Optional[str]) -> None:
+    """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
+
+    Without --dataset, the data set the model was trained on, split as in training.
 
     \b
-    Example:
+    Examples:
       molsepnorm evaluate --model runs/zinc/best.pt --split test --json test.json
+      molsepnorm evaluate --model tpsa-nci-small --split test
     """
+    from molsepnorm._json import jsonable
     from molsepnorm.cli.options import dataset_kwargs
     from molsepnorm.errors import MolsepnormError
-    from molsepnorm.train.api import evaluate_checkpoint
-    from molsepnorm.train.run_dir import summary_table
+    from molsepnorm.inference.evaluate import evaluate_checkpoint
+    from molsepnorm.inference.metrics import summary_table
 
-    csv = dataset_kwargs(smiles_column, target_columns, split_by, split_seed)
+    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab)
     try:
-        report = evaluate_checkpoint(model_path, dataset=dataset, split=split, data_root=data_root,
-                                     options=csv or None, batch_size=batch_size, device=device)
+        report = evaluate_checkpoint(model, dataset=dataset, split=split, data_root=data_root,
+                                     options=options or None, batch_size=batch_size, device=device)
     except MolsepnormError as err:
         raise click.ClickException(str(err)) from err
-    text = json.dumps(_finite(report), indent=2)
+    text = json.dumps(jsonable(report), indent=2)
     if json_path == "-":
         click.echo(text)
         return
@@ -55,16 +55,3 @@ def evaluate(model_path: str, dataset: Optional[str], split: str, data_root: Opt
         with open(json_path, "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
         click.echo(f"metrics written to {json_path}")
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN: non-finite numbers become null."""
-    import math
-
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -1,55 +1,115 @@
-"""Click options shared by the verbs that read a data set (prepare, train, evaluate, analyze)."""
+"""The command line's one vocabulary of options, with choices read from the library.
+
+Every verb spells a thing the same way:
+
+* ``--model/-m CKPT|NAME``: a checkpoint file or a bundled model name (``molsepnorm models``);
+* ``--dataset/-d``, ``--data-root``, and for a CSV ``--smiles-column``, ``--target-columns``,
+  ``--split-by random|scaffold|column:NAME``, ``--split-seed``, ``--vocab``;
+* ``--split train|val|test|all``: which part of a data set a model is scored or embedded
+  on (``evaluate``, ``analyze``).  Before this vocabulary, ``train`` and ``prepare`` took
+  ``--split`` for the split method: that spelling still works there, with a note;
+* ``--device``, ``--batch-size``, ``--threads``.
+
+Choices are the library's own constants (:class:`LibraryChoice` reads them on first
+use, so ``molsepnorm --help`` imports nothing heavy); defaults left at None mean "the
+library's default".
+"""
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import importlib
+from typing import Any, Callable, Optional, Sequence
 
 import click
 
 
-def data_options(func: Callable) -> Callable:
-    """``--dataset``, ``--data-root`` and the options of a user CSV."""
+class LibraryChoice(click.Choice):
+    """A :class:`click.Choice` whose values are a library constant, ``"module:NAME"``,
+    imported when the option is first parsed or shown."""
+
+    def __init__(self, ref: str) -> None:
+        self._ref = ref
+        self._values: Optional[tuple[str, ...]] = None
+        super().__init__((), case_sensitive=True)
+
+    @property  # type: ignore[override]
+    def choices(self) -> Sequence[str]:
+        if self._values is None:
+            module, _, name = self._ref.partition(":")
+            self._values = tuple(getattr(importlib.import_module(module), name))
+        return self._values
+
+    @choices.setter
+    def choices(self, value: Sequence[str]) -> None:  # click's __init__ assigns; the library decides
+        pass
+
+
+DEVICE = LibraryChoice("molsepnorm.inference.device:DEVICES")
+NORM = LibraryChoice("molsepnorm.nn.graphormer:NORMS")
+VOCAB = LibraryChoice("molsepnorm.chem.featurize:VOCABS")
+PART = LibraryChoice("molsepnorm.data.registry:PARTS")
+INPUT_FORMAT = LibraryChoice("molsepnorm.predict.readers:FORMATS")
+
+
+def apply(options: Sequence[Callable[[Callable], Callable]], func: Callable) -> Callable:
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def model_option(multiple: bool = False, required: bool = False, help_extra: str = "") -> Callable:
+    """``--model/-m CKPT|NAME``: a checkpoint file or a bundled model name."""
+    return click.option(
+        "--model", "-m", "models" if multiple else "model", multiple=multiple, required=required, default=None,
+        metavar="CKPT|NAME",
+        help="A checkpoint file (best.pt / last.pt) or a bundled model name (see `molsepnorm models`)." + help_extra)
+
+
+def _split_alias(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
+    if value is not None:
+        click.echo("molsepnorm: --split METHOD is now spelled --split-by METHOD (--split names a part of a data "
+                   "set, as in evaluate and analyze); this spelling still works for now.", err=True)
+    return value
+
+
+def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[[Callable], Callable]:
+    """``--dataset`` and the options of a data set: where it is, and how to read and split a CSV."""
     options = [
-        click.option("--dataset", "-d", required=True,
-                     help="zinc-subset, zinc, molhiv, nci-tpsa, or a path to a CSV/TSV of SMILES and targets."),
+        click.option("--dataset", "-d", required=required, default=None,
+                     help="zinc-subset, zinc, molhiv, nci-tpsa, or a CSV/TSV of SMILES and targets."),
         click.option("--data-root", type=click.Path(file_okay=False), default=None,
                      help="Folder holding raw data sets (default: $MOLSEPNORM_DATA, else ~/.cache/molsepnorm/data)."),
         click.option("--smiles-column", default=None, help="CSV: column holding the SMILES (default: smiles)."),
         click.option("--target-columns", default=None,
-                     help="CSV: comma-separated target columns (default: every column but the SMILES and split columns)."),
-        click.option("--split", "split", default=None,
-                     help="CSV: random | scaffold | column:NAME (a column of train/val/test)."),
+                     help="CSV: comma-separated target columns (default: every column but SMILES and split)."),
+        click.option("--split-by", "split_by", default=None,
+                     help="CSV: how to split: random | scaffold | column:NAME (a column of train/val/test)."),
         click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split."),
-        click.option("--vocab", type=click.Choice(["ogb", "zinc"]), default=None,
-                     help="CSV: featurizer vocabulary (default ogb: any element)."),
+        click.option("--vocab", type=VOCAB, default=None, help="CSV: featurizer vocabulary (default ogb: any element)."),
     ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    if deprecated_split:
+        options.append(click.option("--split", "split_alias", default=None, hidden=True, callback=_split_alias,
+                                    expose_value=True))
+    return lambda func: apply(options, func)
 
 
-def checkpoint_data_options(func: Callable) -> Callable:
-    """``--data-root`` and the CSV options of verbs that read a checkpoint's data set
-    (evaluate, analyze); the split method is ``--split-by`` there, as ``--split`` names
-    which split to read."""
-    options = [
-        click.option("--data-root", type=click.Path(file_okay=False), default=None,
-                     help="Folder holding raw data sets (default: the training run's, $MOLSEPNORM_DATA, ...)."),
-        click.option("--smiles-column", default=None, help="CSV: column holding the SMILES."),
-        click.option("--target-columns", default=None, help="CSV: comma-separated target columns."),
-        click.option("--split-by", "split_by", default=None, help="CSV: random | scaffold | column:NAME."),
-        click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+def part_option(default: str = "test") -> Callable:
+    """``--split``: which part of the data set."""
+    return click.option("--split", type=PART, default=default, show_default=True,
+                        help="Which part of the data set: train, val, test or all.")
+
+
+def device_option(default: Optional[str] = None) -> Callable:
+    return click.option("--device", type=DEVICE, default=default, show_default=default is not None,
+                        help="cpu, cuda (bf16 autocast) or auto (cuda when available).")
 
 
 def dataset_kwargs(
     smiles_column: Optional[str] = None,
     target_columns: Optional[str] = None,
-    split: Optional[str] = None,
+    split_by: Optional[str] = None,
     split_seed: Optional[int] = None,
     vocab: Optional[str] = None,
+    split_alias: Optional[str] = None,
 ) -> dict[str, Any]:
     """The keyword arguments of :func:`molsepnorm.load_dataset` given on the command line."""
     kwargs: dict[str, Any] = {}
@@ -57,10 +117,20 @@ def dataset_kwargs(
         kwargs["smiles_column"] = smiles_column
     if target_columns is not None:
         kwargs["target_columns"] = [c.strip() for c in target_columns.split(",") if c.strip()]
-    if split is not None:
-        kwargs["split"] = split
+    if split_by is not None and split_alias is not None and split_by != split_alias:
+        raise click.UsageError(f"--split-by {split_by} and --split {split_alias} disagree: give --split-by only")
+    if (split_by or split_alias) is not None:
+        kwargs["split"] = split_by or split_alias
     if split_seed is not None:
         kwargs["seed"] = split_seed
     if vocab is not None:
         kwargs["vocab"] = vocab
     return kwargs
+
+
+def set_threads(threads: Optional[int]) -> None:
+    """``--threads``: torch's intra-op threads for this process (None: leave as is)."""
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)

@@ -12,44 +12,38 @@ from typing import Any, Callable, Optional
 
 import click
 
-FORMAT_CHOICES = ("smi", "csv", "tsv", "sdf")
+from molsepnorm.cli.options import INPUT_FORMAT, device_option, model_option
+from molsepnorm.predict.featurizing import MAX_ATOMS
+from molsepnorm.predict.predictor import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE
 
-
-def default_threads() -> int:
-    """CPU threads for inference when ``--threads`` is not given: 1.
-
-    Measured with scripts/bench_predict.py on the bundled model (2-core machine shared
-    with other work): about 60 % of the time is featurization, single-threaded Python
-    that intra-op threads cannot speed up, and the model's 64-wide matrices gain little
-    from them; 2 threads ran 3x *slower* than 1 when the cores were busy.  More threads
-    remain an option (``--threads``) for a large model on an idle machine.
-    """
-    return 1
+#: torch threads when ``--threads`` is not given: featurization (single-threaded Python)
+#: is most of a prediction's time and the model's small matrices gain little from more
+#: threads, which slow it down on a busy machine (docs/benchmarks.md, "Threads").
+DEFAULT_THREADS = 1
 
 
 def _input_options(func: Callable) -> Callable:
     options = [
         click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, allow_dash=True)),
-        click.option("--format", "fmt", type=click.Choice(FORMAT_CHOICES), default=None,
+        click.option("--format", "fmt", type=INPUT_FORMAT, default=None,
                      help="Input format (default: from the suffix, .gz allowed; smi for '-')."),
         click.option("--smiles-column", default=None,
                      help="CSV/TSV: column of the SMILES (default: the first column named like 'smiles')."),
         click.option("--id-column", default=None,
                      help="CSV/TSV: column of the ids (default: 'id' or 'name' if present); SDF: a data field "
                           "(default: the title line)."),
-        click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True,
+        click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULT_BATCH_SIZE, show_default=True,
                      help="Molecules per batch at most (batches are cut by size, too)."),
-        click.option("--chunk-size", type=click.IntRange(min=1), default=2_000, show_default=True,
+        click.option("--chunk-size", type=click.IntRange(min=1), default=DEFAULT_CHUNK_SIZE, show_default=True,
                      help="Records read, featurized and written at a time (bounds memory)."),
         click.option("--threads", type=click.IntRange(min=1), default=None,
-                     help="CPU threads for torch (default 1: featurization dominates; see default_threads)."),
+                     help=f"CPU threads for torch (default {DEFAULT_THREADS}: featurization dominates)."),
         click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Featurize in N worker processes while the model runs (0: in this process). "
                           "For large files on a machine with idle cores; slower on a busy one."),
-        click.option("--max-atoms", type=click.IntRange(min=1), default=1000, show_default=True,
+        click.option("--max-atoms", type=click.IntRange(min=1), default=MAX_ATOMS, show_default=True,
                      help="Largest molecule predicted (heavy atoms); larger ones get a row with the reason."),
-        click.option("--device", type=click.Choice(["cpu", "cuda", "auto"]), default="cpu", show_default=True,
-                     help="Where the model runs."),
+        device_option(default="cpu"),
         click.option("--strict", is_flag=True,
                      help="Stop at the first record that cannot be predicted (and write no output)."),
         click.option("--progress/--no-progress", default=None,
@@ -66,17 +60,21 @@ def _load_predictor(models: tuple[str, ...], device: str, batch_size: int, threa
 
     from molsepnorm.predict import Predictor
 
-    torch.set_num_threads(threads or default_threads())
+    # Process-wide settings, made once by the command that owns the process (the library
+    # changes none): torch threads, and oneDNN off -- it caches a kernel per input shape,
+    # and batches of molecules come in ever new shapes, so the cache grows over a large
+    # file for no speed gain on these small matrices (docs/benchmarks.md, "Prediction").
+    torch.set_num_threads(threads or DEFAULT_THREADS)
+    torch.backends.mkldnn.enabled = False
     return Predictor.load(*models, device=device, batch_size=batch_size, max_atoms=max_atoms)
 
 
 def _run(action: Callable[[], Any]) -> Any:
     """Run ``action``; argument problems exit 2, data problems exit 1, each with one message."""
     from molsepnorm.errors import InvalidMoleculeError, MolsepnormError
-    from molsepnorm.predict.bundled import UnknownModelError
+    from molsepnorm.checkpoint import CheckpointError, UnknownModelError
     from molsepnorm.predict.readers import InputFormatError
     from molsepnorm.predict.writer import OutputPathError
-    from molsepnorm.train.checkpoint import CheckpointError
 
     try:
         return action()
@@ -97,9 +95,8 @@ def _finish(summary: Any) -> None:
 
 
 @click.command("predict")
-@click.option("--model", "-m", "models", multiple=True, metavar="CKPT|NAME",
-              help="A best.pt or a bundled model name (see `molsepnorm models`); several: an ensemble "
-                   "(mean + <target>_std). Default: the bundled tpsa-nci-small.")
+@model_option(multiple=True, help_extra=" Several: an ensemble (mean + <target>_std). Default: the default "
+                                         "bundled model.")
 @click.option("--out", "-o", default=None,
               help="Output CSV (default: <input stem>.predictions.csv beside the input; '-': stdout).")
 @click.option("--preview", type=click.IntRange(min=0), default=20, show_default=True,
@@ -139,8 +136,7 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
 
 
 @click.command("embed")
-@click.option("--model", "-m", "model", default=None, metavar="CKPT|NAME",
-              help="A best.pt or a bundled model name (default: the bundled tpsa-nci-small).")
+@model_option(help_extra=" Default: the default bundled model.")
 @click.option("--out", "-o", default=None,
               help="Output .npz (default: <input stem>.embeddings.npz beside the input).")
 @_input_options
@@ -171,7 +167,7 @@ def models(as_json: bool) -> None:
     """List the models bundled with molsepnorm (usable offline as --model NAME)."""
     import json
 
-    from molsepnorm.predict.bundled import bundled_models, model_listing
+    from molsepnorm.checkpoint.bundled import bundled_models, model_listing
 
     listing = [_run(lambda m=m: model_listing(m)) for m in bundled_models()]
     if as_json:

@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from molsepnorm.cli.options import NORM, LibraryChoice, dataset_options, device_option
+
 # flag name -> dotted config key (flags left at None do not override the preset)
 _OVERRIDES = {
     "dataset": "data.dataset",
@@ -31,15 +33,14 @@ _OVERRIDES = {
     "checkpoint_every": "train.checkpoint_every_steps",
     "on_nonfinite": "train.on_nonfinite",
 }
-_CSV_FLAGS = ("smiles_column", "target_columns", "split", "split_seed", "vocab")
+_CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias")
 # what --resume accepts besides the run directory
 _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
 
 
 @click.command("train")
-@click.option("--dataset", "-d", default=None,
-              help="zinc-subset, zinc, molhiv, nci-tpsa, or a CSV/TSV of SMILES and targets (else the config's).")
-@click.option("--norm", type=click.Choice(["sep", "share"]), default=None,
+@dataset_options(required=False, deprecated_split=True)
+@click.option("--norm", type=NORM, default=None,
               help="SepNorm (BatchNorm for the graph token, LayerNorm for atoms) or ShareNorm (one LayerNorm).")
 @click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False), default=None,
               help="YAML preset with model:/train:/data: sections, e.g. configs/zinc-slim.yaml. Flags override it.")
@@ -52,31 +53,22 @@ _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
 @click.option("--seed", type=int, default=None, help="Random seed (weights, batches, dropout).")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run directory to create (default: runs/<data set>-<norm>-seed<N>-<time>).")
-@click.option("--data-root", type=click.Path(file_okay=False), default=None,
-              help="Folder holding raw data sets (default: $MOLSEPNORM_DATA, else ~/.cache/molsepnorm/data).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None,
-              help="cpu, cuda (bf16 autocast), or auto (cuda when available).")
+@device_option()
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
               help="Continue the interrupted run in this directory from its last.pt.")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Train on N local processes with DDP (runs torchrun; gloo on CPU, NCCL on GPUs).")
-@click.option("--smiles-column", default=None, help="CSV: column holding the SMILES (default: smiles).")
-@click.option("--target-columns", default=None,
-              help="CSV: comma-separated target columns (default: every column but SMILES and split).")
-@click.option("--split", default=None, help="CSV: random | scaffold | column:NAME (a column of train/val/test).")
-@click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split.")
-@click.option("--vocab", type=click.Choice(["ogb", "zinc"]), default=None, help="CSV: featurizer vocabulary.")
-@click.option("--batching", type=click.Choice(["random", "bucket"]), default=None,
+@click.option("--batching", type=LibraryChoice("molsepnorm.train.config:BATCHINGS"), default=None,
               help="random: shuffled batches (default); bucket: batches of similar-size molecules (less padding).")
 @click.option("--patience", type=click.IntRange(min=1), default=None,
               help="Early stopping: epochs without validation improvement.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Also write last.pt every N steps within an epoch.")
-@click.option("--on-nonfinite", type=click.Choice(["stop", "skip"]), default=None,
+@click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.train.config:NONFINITE"), default=None,
               help="A NaN/infinite loss or gradient: stop naming the step and batch (default), or skip the batch.")
 @click.option("--num-workers", type=click.IntRange(min=0), default=None, help="DataLoader worker processes.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (torch.set_num_threads).")
-@click.option("--cpu-malloc", type=click.Choice(["heap", "default"]), default=None,
+@click.option("--cpu-malloc", type=LibraryChoice("molsepnorm.train.config:CPU_MALLOC"), default=None,
               help="CPU: 'heap' (default) keeps large tensors in glibc's heap (faster on big molecules, "
                    "more resident memory); 'default' leaves glibc's malloc as it is.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on).")
@@ -87,7 +79,7 @@ def train(ctx: click.Context, **flags: Any) -> None:
     \b
     Examples:
       molsepnorm train --dataset zinc-subset --norm sep --config configs/zinc-slim.yaml --epochs 10
-      molsepnorm train --dataset my.csv --target-columns logS --norm share --out runs/logs
+      molsepnorm train --dataset my.csv --target-columns logS --split-by scaffold --out runs/logs
       molsepnorm train --resume runs/logs          # after an interruption
       torchrun --nproc_per_node=2 -m molsepnorm train --config configs/tiny.yaml --out runs/ddp
 
@@ -130,7 +122,8 @@ def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
              if value is not None and name not in _RESUME_FLAGS
              and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
     if given:
-        names = ", ".join("--" + n.replace("_", "-").replace("config-path", "config") for n in given)
+        names = ", ".join("--" + {"config_path": "config", "split_alias": "split"}.get(n, n).replace("_", "-")
+                          for n in given)
         raise click.UsageError(f"--resume continues a run with its own config.yaml; {names} cannot be changed "
                                "(only --device, --data-root and --progress may be given)")
     return resume(flags["resume"], device=flags["device"], data_root=flags["data_root"], progress=flags["progress"])
@@ -172,7 +165,7 @@ def _long_name(param: click.Option) -> str:
 
 
 def _print_summary(result: Any) -> None:
-    from molsepnorm.train.run_dir import summary_table
+    from molsepnorm.inference.metrics import summary_table
 
     click.echo(summary_table({"val": result.val, "test": result.test}))
     best = f"best epoch {result.best_epoch}" if result.best_epoch is not None else "no best epoch"

@@ -28,6 +28,7 @@ from molsepnorm.data.paths import PathLike, resolve_data_root
 from molsepnorm.errors import DatasetNotFoundError
 
 SPLIT_NAMES = ("train", "val", "test")
+PARTS = (*SPLIT_NAMES, "all")  # what a model can be scored or embedded on ("all": the three together)
 _SPLIT_ALIASES = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 _METRIC_HIGHER_IS_BETTER = {"mae": False, "rmse": False, "rocauc": True}
 _TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".csv.gz", ".tsv.gz")
@@ -147,7 +148,8 @@ def available_datasets() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def _looks_like_table(name: str) -> bool:
+def looks_like_table(name: str) -> bool:
+    """Whether ``name`` is read as a CSV / TSV file rather than a registered data set."""
     lowered = name.lower()
     return lowered.endswith(_TABLE_SUFFIXES) or Path(name).expanduser().is_file()
 
@@ -172,7 +174,7 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
         TypeError: an option the loader does not accept.
     """
     text = str(name)
-    if isinstance(name, Path) or _looks_like_table(text):
+    if isinstance(name, Path) or looks_like_table(text):
         from molsepnorm.data.csv_dataset import load_csv
 
         return load_csv(text, **options)

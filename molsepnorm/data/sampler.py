@@ -1,11 +1,13 @@
-"""Batch samplers that group molecules of similar size.
+"""Batches of molecules of similar size: one greedy cut for training, evaluation and prediction.
 
 A padded Graphormer batch costs ``B * (N_max + 1)`` token slots and ``B * (N_max + 1)**2``
 attention entries, whatever the real sizes are, so a batch that mixes a 10-atom and a
 100-atom molecule wastes most of its work on padding.  :class:`SizeBucketBatchSampler`
 cuts batches by a *token budget* (padded slots, graph token included) from windows of
 molecules sorted by size, then shuffles the order of the batches; every molecule appears
-exactly once per epoch.  :func:`padding_fraction` measures what a list of batches wastes.
+exactly once per epoch.  :func:`size_batches` is the deterministic counterpart used to
+evaluate, predict and embed: all molecules sorted by size, cut by the same rule
+(:func:`cut_sorted`).  :func:`padding_fraction` measures what a list of batches wastes.
 """
 from __future__ import annotations
 
@@ -32,6 +34,48 @@ def padding_fraction(sizes: Sequence[int], batches: Sequence[Sequence[int]], gra
         real += int(n.sum())
         padded += int(n.max()) * len(n)
     return 0.0 if padded == 0 else 1.0 - real / padded
+
+
+def cut_sorted(order: Sequence[int], sizes: Sequence[int], max_batch_size: Optional[int] = None,
+               max_tokens: Optional[int] = None, max_pairs: Optional[int] = None) -> list[list[int]]:
+    """Greedy cut of molecules taken in ``order`` (ascending size) into batches.
+
+    A batch of ``B`` molecules padded to ``N`` atoms holds at most ``max_batch_size``
+    molecules, ``B * (N + 1) <= max_tokens`` token slots and ``B * (N + 1)**2 <=
+    max_pairs`` token pairs (the attention bias and edge paths grow with the pairs); None
+    lifts a cap.  A molecule over a budget on its own gets a batch of its own: nothing is
+    ever dropped.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in (order.tolist() if isinstance(order, np.ndarray) else order):
+        length = max(longest, int(sizes[i]) + 1)  # + the graph token
+        count = len(current) + 1
+        if current and ((max_batch_size is not None and count > max_batch_size)
+                        or (max_tokens is not None and count * length > max_tokens)
+                        or (max_pairs is not None and count * length * length > max_pairs)):
+            batches.append(current)
+            current, length = [], int(sizes[i]) + 1
+        current.append(int(i))
+        longest = length
+    if current:
+        batches.append(current)
+    return batches
+
+
+def size_batches(sizes: Sequence[int], batch_size: int, max_tokens: Optional[int] = None,
+                 max_pairs: Optional[int] = None) -> list[list[int]]:
+    """Indices of all molecules, sorted by size (stable) and cut by :func:`cut_sorted`.
+
+    Deterministic: the batches of evaluation, prediction and embedding.  In eval mode the
+    model's BatchNorm uses running statistics, so how molecules are grouped changes
+    nothing but the padding.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    sizes = np.asarray(sizes, dtype=np.int64)
+    return cut_sorted(np.argsort(sizes, kind="stable"), sizes, batch_size, max_tokens, max_pairs)
 
 
 class SizeBucketBatchSampler(Sampler[list[int]]):
@@ -102,29 +146,11 @@ class SizeBucketBatchSampler(Sampler[list[int]]):
             chunk = order[start : start + self.window]
             # stable sort keeps the shuffled order among equal sizes
             chunk = chunk[np.argsort(self.sizes[chunk], kind="stable")]
-            batches.extend(self._cut(chunk))
+            batches.extend(cut_sorted(chunk, self.sizes, self.max_batch_size, self.max_tokens))
         if self.shuffle:
             perm = rng.permutation(len(batches))
             batches = [batches[i] for i in perm]
         return batches
-
-    def _cut(self, sorted_idx: np.ndarray) -> list[list[int]]:
-        """Greedy cut of size-sorted molecules into batches within the budget."""
-        out: list[list[int]] = []
-        current: list[int] = []
-        longest = 0
-        for i in sorted_idx.tolist():
-            n = int(self.sizes[i]) + 1  # + graph token
-            new_longest = max(longest, n)
-            too_many = self.max_batch_size is not None and len(current) >= self.max_batch_size
-            if current and (too_many or new_longest * (len(current) + 1) > self.max_tokens):
-                out.append(current)
-                current, new_longest = [], n
-            current.append(i)
-            longest = new_longest
-        if current:
-            out.append(current)
-        return out
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self._all_batches()

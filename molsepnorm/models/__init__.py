@@ -1,2 +1,2 @@
 """Bundled model files (checkpoints, model cards, training presets); see
-:mod:`molsepnorm.predict.bundled` for the registry and ``molsepnorm models`` for a listing."""
+:mod:`molsepnorm.checkpoint.bundled` for the registry and ``molsepnorm models`` for a listing."""

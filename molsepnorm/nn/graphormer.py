@@ -33,7 +33,6 @@ if TYPE_CHECKING:  # the model reads a batch; it need not import the data packag
 
 __all__ = ["GraphormerConfig", "GraphormerLayer", "Graphormer"]
 
-VOCABS = ("zinc", "ogb")
 NORMS = ("sep", "share")
 
 
@@ -70,11 +69,11 @@ class GraphormerConfig:
     num_tasks: int = 1  # outputs (logits for classification); the loss belongs to training
 
     def __post_init__(self) -> None:
+        from molsepnorm.chem import VOCABS, vocab_sizes
+
         if self.vocab not in VOCABS:
             raise ValueError(f"vocab must be one of {VOCABS}, got {self.vocab!r}")
         if self.atom_dims is None or self.bond_dims is None:
-            from molsepnorm.chem import vocab_sizes
-
             sizes = vocab_sizes(self.vocab)
             self.atom_dims = list(sizes["atom"]) if self.atom_dims is None else self.atom_dims
             self.bond_dims = list(sizes["bond"]) if self.bond_dims is None else self.bond_dims

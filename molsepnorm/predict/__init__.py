@@ -4,8 +4,10 @@
   ``.predict(smiles | list | Series | Mol)`` -> DataFrame, ``.embed(...)`` -> numpy;
 * :mod:`~molsepnorm.predict.readers`: streaming records of .smi / .csv / .tsv / .sdf (.gz, stdin);
 * :mod:`~molsepnorm.predict.writer`: atomic CSV / NPZ outputs;
-* :mod:`~molsepnorm.predict.pipeline`: :func:`predict_file`, :func:`embed_file`;
-* :mod:`~molsepnorm.predict.bundled`: the models shipped in ``molsepnorm/models``.
+* :mod:`~molsepnorm.predict.pipeline`: :func:`predict_file`, :func:`embed_file`.
+
+Models are read through :mod:`molsepnorm.checkpoint` (a path or a bundled name) and run
+through :mod:`molsepnorm.inference`, as in training and analysis.
 
 Heavy modules (torch, RDKit) are imported on first use.
 """
@@ -21,10 +23,6 @@ _EXPORTS = {
     "predict_file": "molsepnorm.predict.pipeline",
     "embed_file": "molsepnorm.predict.pipeline",
     "RunSummary": "molsepnorm.predict.pipeline",
-    "BUNDLED": "molsepnorm.predict.bundled",
-    "DEFAULT_MODEL": "molsepnorm.predict.bundled",
-    "bundled_models": "molsepnorm.predict.bundled",
-    "UnknownModelError": "molsepnorm.predict.bundled",
 }
 
 __all__ = list(_EXPORTS)

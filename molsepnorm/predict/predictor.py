@@ -22,10 +22,8 @@ vocabulary, ...) becomes a row with its reason in ``error``, unless ``strict=Tru
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence, Union
 
@@ -39,27 +37,38 @@ if TYPE_CHECKING:
     import pandas as pd
     import torch
 
+    from molsepnorm.checkpoint import Checkpoint
+    from molsepnorm.inference import Runner
+
 PathLike = Union[str, os.PathLike]
 
 DEFAULT_BATCH_SIZE = 128
 DEFAULT_CHUNK_SIZE = 2_000
-# A batch also stops growing at batch_size * TOKENS_PER_MOLECULE padded tokens, so a batch
-# of 150-atom molecules is not as long (and as costly) as a batch of 30-atom ones.
-TOKENS_PER_MOLECULE = 40
 
 
 @dataclass
 class Member:
-    """One model of a :class:`Predictor` and what its checkpoint says about it."""
+    """One model of a :class:`Predictor`: its checkpoint (weights dropped once the model is
+    built) and the runner that applies it."""
 
-    source: str  # the path or bundled name it was loaded from
-    model: Any  # molsepnorm.nn.Graphormer, eval mode
-    scaler: Any  # TargetScaler or None
-    task: str  # "regression" | "binary"
-    target_names: list[str]
-    vocab: str
-    multi_hop_max_dist: int
-    checkpoint: dict[str, Any]  # everything but the weights
+    checkpoint: "Checkpoint"
+    runner: "Runner"
+
+    @property
+    def source(self) -> str:
+        return self.checkpoint.name
+
+    @property
+    def task(self) -> str:
+        return self.checkpoint.task.type
+
+    @property
+    def target_names(self) -> list[str]:
+        return list(self.checkpoint.task.target_names)
+
+    @property
+    def vocab(self) -> str:
+        return self.checkpoint.featurizer.vocab
 
 
 @dataclass
@@ -105,10 +114,9 @@ class Predictor:
         self.members = list(members)
         self.device = torch.device(device)
         for m in self.members:
-            m.model.to(self.device).eval()
+            m.runner.model.to(self.device).eval()
         self.batch_size = int(batch_size)
-        self.max_tokens = int(max_tokens) if max_tokens is not None else self.batch_size * TOKENS_PER_MOLECULE
-        self.multi_hop_max_dist = max(m.multi_hop_max_dist for m in self.members)
+        self.max_tokens = max_tokens
         if max_atoms is not None and max_atoms < 1:
             raise ValueError(f"max_atoms must be >= 1 or None, got {max_atoms}")
         self.max_atoms = max_atoms
@@ -130,25 +138,17 @@ class Predictor:
             CheckpointError: an unreadable or foreign checkpoint.
             MolsepnormError: ensemble members that predict different things.
         """
-        from molsepnorm.predict.bundled import DEFAULT_MODEL, resolve_model
-        from molsepnorm.train.checkpoint import load_checkpoint, model_from_checkpoint, target_scaler_from_checkpoint
-        from molsepnorm.train.distributed import resolve_device
+        from molsepnorm.checkpoint import DEFAULT_MODEL, Checkpoint
+        from molsepnorm.inference import Runner, resolve_device
 
         if len(models) == 1 and isinstance(models[0], (list, tuple)):
             models = tuple(models[0])  # Predictor.load(["a.pt", "b.pt"]) as well as load("a.pt", "b.pt")
-        specs = list(models) or [DEFAULT_MODEL]
         members = []
-        for spec in specs:
-            path = resolve_model(spec)
-            ckpt = load_checkpoint(path)
-            _warn_versions(ckpt, str(spec))
-            feat, task = ckpt["featurizer"], ckpt["task"]
-            members.append(Member(
-                source=str(spec), model=model_from_checkpoint(ckpt), scaler=target_scaler_from_checkpoint(ckpt),
-                task=task["type"], target_names=list(task["target_names"]), vocab=feat["vocab"],
-                multi_hop_max_dist=int(feat["multi_hop_max_dist"]),
-                checkpoint={k: v for k, v in ckpt.items() if k not in ("model", "training_state")},
-            ))
+        for spec in list(models) or [DEFAULT_MODEL]:
+            checkpoint = Checkpoint.load(spec)
+            runner = Runner.from_checkpoint(checkpoint)
+            checkpoint.state_dict = {}  # the model holds the weights now
+            members.append(Member(checkpoint, runner))
         return cls(members, device=resolve_device(device), batch_size=batch_size, max_tokens=max_tokens,
                    max_atoms=max_atoms)
 
@@ -171,12 +171,17 @@ class Predictor:
         return self.members[0].vocab
 
     @property
+    def multi_hop_max_dist(self) -> int:
+        """Hops of the edge encoding to collate batches with (the largest of the members')."""
+        return max(m.runner.multi_hop_max_dist for m in self.members)
+
+    @property
     def is_ensemble(self) -> bool:
         return len(self.members) > 1
 
     @property
     def embedding_dim(self) -> int:
-        return int(self.members[0].model.config.hidden_dim)
+        return self.members[0].checkpoint.embedding_dim
 
     def output_columns(self) -> list[str]:
         """Columns of a prediction table: id, smiles, each target (+ ``_std``), error."""
@@ -272,74 +277,14 @@ class Predictor:
 
     def _forward(self, graphs: list[Any], embed: bool) -> np.ndarray:
         """Outputs of every member for ``graphs``, in their order: ``(members, n, width)``."""
-        import torch
+        from molsepnorm.inference.runner import run
 
-        from molsepnorm.data.collate import collate_graphs
-
-        sizes = [int(g.num_nodes) for g in graphs]
         members = self.members[:1] if embed else self.members
-        width = self.embedding_dim if embed else len(self.target_names)
-        out = np.empty((len(members), len(graphs), width))
-        # oneDNN caches one primitive per input shape; batches of molecules come in ever new
-        # shapes, so with it on, memory crept up by ~100 MB over 100k molecules (measured),
-        # for no speed gain on this model's small matrices.
-        with torch.inference_mode(), _without_onednn():
-            for idx in size_batches(sizes, self.batch_size, self.max_tokens):
-                batch = collate_graphs([graphs[i] for i in idx], self.multi_hop_max_dist).to(self.device)
-                for k, member in enumerate(members):
-                    if embed:
-                        y = member.model.embed(batch)
-                    else:
-                        y = member.model(batch)
-                        if member.task == "binary":
-                            y = torch.sigmoid(y)
-                        elif member.scaler is not None:
-                            y = member.scaler.inverse_transform(y)
-                    out[k, idx] = y.double().cpu().numpy()
-        return out
+        return run([m.runner for m in members], graphs, embed=embed, batch_size=self.batch_size,
+                   max_tokens=self.max_tokens).values
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def size_batches(sizes: Sequence[int], batch_size: int, max_tokens: int,
-                 max_pairs: Optional[int] = None) -> list[list[int]]:
-    """Indices cut into batches of similar size.
-
-    Molecules are sorted by size and cut greedily; a batch of ``B`` molecules padded to
-    ``N`` atoms holds at most ``batch_size`` molecules, ``B * (N + 1) <= max_tokens`` tokens
-    and ``B * (N + 1)**2 <= max_pairs`` token pairs (default ``max_tokens * 40``): the
-    attention bias and edge paths grow with the pairs, so the pair cap keeps a batch of
-    200-atom molecules as small in memory as one of 40-atom molecules.  A molecule over a
-    budget on its own gets a batch of its own.
-    """
-    max_pairs = max_tokens * TOKENS_PER_MOLECULE if max_pairs is None else max_pairs
-    order = sorted(range(len(sizes)), key=lambda i: sizes[i])
-    batches: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        length = int(sizes[i]) + 1  # + the graph token; sorted, so the newest is the longest
-        count = len(current) + 1
-        if current and (count > batch_size or count * length > max_tokens or count * length ** 2 > max_pairs):
-            batches.append(current)
-            current = []
-        current.append(i)
-    if current:
-        batches.append(current)
-    return batches
-
-
-@contextlib.contextmanager
-def _without_onednn() -> Iterator[None]:
-    """Switch PyTorch's oneDNN (mkldnn) CPU kernels off for the duration (process-wide flag)."""
-    import torch
-
-    previous = torch.backends.mkldnn.enabled
-    torch.backends.mkldnn.enabled = False
-    try:
-        yield
-    finally:
-        torch.backends.mkldnn.enabled = previous
 
 
 def value_columns(target_names: Sequence[str], ensemble: bool) -> list[str]:
@@ -417,14 +362,3 @@ def _check_compatible(members: Sequence[Member]) -> None:
                 raise MolsepnormError(
                     f"cannot ensemble {first.source} and {m.source}: different {what.replace('_', ' ')} "
                     f"({getattr(first, what)!r} vs {getattr(m, what)!r})")
-
-
-def _warn_versions(ckpt: dict[str, Any], source: str) -> None:
-    from molsepnorm.chem import FEATURIZER_VERSION
-    from molsepnorm.encodings import ENCODING_VERSION
-
-    feat = ckpt["featurizer"]
-    if (feat.get("featurizer_version"), feat.get("encoding_version")) != (FEATURIZER_VERSION, ENCODING_VERSION):
-        warnings.warn(f"{source}: trained with featurizer v{feat.get('featurizer_version')} / encodings "
-                      f"v{feat.get('encoding_version')}, this molsepnorm has v{FEATURIZER_VERSION} / "
-                      f"v{ENCODING_VERSION}: predictions may be off", stacklevel=3)

@@ -1,4 +1,5 @@
-"""Batch samplers for training and evaluation, sharded across ranks.
+"""Batch samplers for training, sharded across ranks (evaluation batches come from
+:func:`molsepnorm.data.sampler.size_batches`).
 
 ``--batch-size N`` always means *graphs per batch* (per device under DDP):
 
@@ -107,22 +108,3 @@ def make_train_sampler(
             num_replicas=num_replicas, rank=rank,
         )
     raise ValueError(f"unknown batching {batching!r}; expected 'random' or 'bucket'")
-
-
-class EvalBatches:
-    """Fixed evaluation batches (sorted by size, for less padding), sharded across ranks.
-
-    Unlike training, no batch is repeated: rank ``r`` evaluates batches ``r, r + R, ...``
-    and the ranks' predictions are gathered and put back in data set order by index.
-    """
-
-    def __init__(self, sizes: Sequence[int], batch_size: int, num_replicas: int = 1, rank: int = 0) -> None:
-        order = np.argsort(np.asarray(sizes, dtype=np.int64), kind="stable")
-        chunks = [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
-        self.batches = chunks[rank::num_replicas]
-
-    def __iter__(self) -> Iterator[list[int]]:
-        yield from self.batches
-
-    def __len__(self) -> int:
-        return len(self.batches)

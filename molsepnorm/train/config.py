@@ -10,8 +10,9 @@ Flags override single keys (``{"train.lr": 1e-4, "model.norm": "share"}``); ``No
 means "not given".  The resolved :class:`ExperimentConfig` is written to the run
 directory as ``config.yaml`` and is all that :func:`molsepnorm.train.resume` needs.
 
-This module imports neither torch nor the model, so the CLI can parse and check a
-configuration before anything heavy is loaded.
+Importing this module loads neither torch nor the model, so the CLI can offer its choices
+cheaply; :meth:`ExperimentConfig.validate` imports the model's config class to check the
+``model:`` section before any data is loaded.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any, Mapping, Optional, Union
 import yaml
 
 from molsepnorm.errors import MolsepnormError
+from molsepnorm.inference.device import DEVICES
 
 PathLike = Union[str, os.PathLike]
 
@@ -31,7 +33,6 @@ LOSSES = ("auto", "l1", "mse", "bce")
 BATCHINGS = ("random", "bucket")
 NONFINITE = ("stop", "skip")
 CPU_MALLOC = ("heap", "default")  # train.cpu_malloc: see molsepnorm.train.allocator
-DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
@@ -144,9 +145,14 @@ class ExperimentConfig:
     data: DataConfig = field(default_factory=DataConfig)
 
     def validate(self) -> None:
-        """Check the training and data sections (the model checks its own on construction)."""
+        """Check every section, the model's included, before any data is loaded.
+
+        Raises:
+            ConfigError: naming the key and, for a choice, the allowed values.
+        """
         self.train.validate()
         self.data.validate()
+        validate_model_section(self.model)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain-data copy (YAML- and checkpoint-safe)."""
@@ -172,6 +178,23 @@ class ExperimentConfig:
     def save_yaml(self, path: PathLike) -> None:
         """Write the configuration to ``path`` as YAML."""
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+
+
+def validate_model_section(model: Mapping[str, Any]) -> None:
+    """Check the ``model:`` section against :class:`~molsepnorm.nn.graphormer.GraphormerConfig`
+    (keys, choices, ranges); the vocabulary and number of targets come from the data later.
+
+    Raises:
+        ConfigError: ``model: ...`` naming the key and the allowed values.
+    """
+    if not isinstance(model, Mapping):
+        raise ConfigError(f"section 'model' must be a mapping, got {type(model).__name__}")
+    from molsepnorm.nn.graphormer import GraphormerConfig
+
+    try:
+        GraphormerConfig.from_dict(dict(model))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"model: {exc}") from None
 
 
 def read_yaml(path: PathLike) -> dict[str, Any]:

@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from molsepnorm.inference.device import resolve_device  # noqa: F401  (re-used by setup)
+
 
 @dataclass(frozen=True)
 class DistEnv:
@@ -46,21 +48,6 @@ def env_world() -> tuple[int, int, int]:
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", str(rank)))
     return rank, world, local
-
-
-def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
-    """``"cpu"``, ``"cuda"`` (this process's GPU) or ``"auto"`` (CUDA when available)."""
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda":
-        if not torch.cuda.is_available():
-            from molsepnorm.errors import MolsepnormError
-
-            raise MolsepnormError("--device cuda was requested but PyTorch sees no CUDA GPU; use --device cpu")
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    if requested != "cpu":
-        raise ValueError(f"unknown device {requested!r}; expected cpu, cuda or auto")
-    return torch.device("cpu")
 
 
 def setup(requested_device: str = "auto", timeout_minutes: float = 30.0) -> DistEnv:

@@ -158,7 +158,7 @@ def zinc_predictor(tmp_path_factory):
     from molsepnorm.encodings import ENCODING_VERSION
     from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
     from molsepnorm.predict import Predictor
-    from molsepnorm.train.checkpoint import save_checkpoint
+    from molsepnorm.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     config = GraphormerConfig(vocab="zinc", num_layers=1, hidden_dim=16, ffn_dim=16, num_heads=2,

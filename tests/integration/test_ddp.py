@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from molsepnorm.train.api import evaluate_checkpoint
-from molsepnorm.train.checkpoint import load_checkpoint
+from molsepnorm.checkpoint import Checkpoint
+from molsepnorm.inference import evaluate_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -40,9 +40,9 @@ def test_two_cpu_processes_train_with_rank0_io(tmp_path):
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(r["epoch"], r["step"]) for r in rows] == [(1, 4), (2, 8)]
 
-    last = load_checkpoint(run / "last.pt")
-    assert last["training_state"]["world_size"] == 2
-    rngs = last["training_state"]["rng"]
+    last = Checkpoint.load(run / "last.pt")
+    assert last.training_state["world_size"] == 2
+    rngs = last.training_state["rng"]
     assert len(rngs) == 2 and not (rngs[0]["torch"] == rngs[1]["torch"]).all()  # per-rank dropout streams
     results = json.loads((run / "results.json").read_text())
     report = evaluate_checkpoint(run / "best.pt", split="test")  # a DDP checkpoint loads in one CPU process

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from molsepnorm.train.checkpoint import CheckpointError, load_checkpoint
+from molsepnorm.checkpoint import Checkpoint, CheckpointError
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -55,7 +55,7 @@ def rows(run: Path) -> list[dict]:
 
 def last_state(run: Path) -> dict | None:
     try:
-        return load_checkpoint(run / "last.pt")["training_state"]["progress"]
+        return Checkpoint.load(run / "last.pt").training_state["progress"]
     except CheckpointError:
         return None
 
@@ -223,15 +223,15 @@ def test_sigkill_during_a_checkpoint_write_leaves_a_loadable_checkpoint_and_resu
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     assert not (run / "results.json").exists()
 
-    checkpoint = load_checkpoint(run / "last.pt")  # never torn: the previous (or the new) complete file
-    assert checkpoint["training_state"]["progress"]["step"] < 32
+    checkpoint = Checkpoint.load(run / "last.pt")  # never torn: the previous (or the new) complete file
+    assert checkpoint.training_state["progress"]["step"] < 32
     if target == "best.pt" and (run / "best.pt").exists():
-        load_checkpoint(run / "best.pt")
+        Checkpoint.load(run / "best.pt")
     torn = run / (target + ".tmp")
     assert torn.exists() == (mode != "after-rename")
     if mode == "mid-write":
         with pytest.raises(CheckpointError, match=target):
-            load_checkpoint(torn)
+            Checkpoint.load(torn)
 
     resumed = run_ok(["--resume", str(run), "--no-progress"])
     assert not list(run.glob("*.tmp"))
@@ -267,7 +267,7 @@ def _kill_at_random_moments(csv: Path, full: Path, run: Path, kills: int, seed: 
             proc.wait()
         if proc.returncode == 0:  # finished before the kill
             break
-        state = load_checkpoint(run / "last.pt")["training_state"]["progress"]  # always loadable
+        state = Checkpoint.load(run / "last.pt").training_state["progress"]  # always loadable
         seen.append({"kill": k, "step": state["step"], "epoch": state["epoch"]})
         args = ["--resume", str(run), "--no-progress"]
     else:

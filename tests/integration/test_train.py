@@ -9,8 +9,9 @@ import pytest
 import torch
 import yaml
 
-from molsepnorm.train.api import evaluate_checkpoint, train
-from molsepnorm.train.checkpoint import load_checkpoint, model_from_checkpoint
+from molsepnorm.checkpoint import Checkpoint
+from molsepnorm.inference import evaluate_checkpoint
+from molsepnorm.train.api import train
 from molsepnorm.train.config import load_experiment_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,15 +78,15 @@ def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path):
     assert raw["metrics"]["test"] == pytest.approx(result.test)
     assert "training_state" not in raw
 
-    last = load_checkpoint(run / "last.pt")
-    assert {"optimizer", "scheduler", "rng", "progress"} <= set(last["training_state"])
-    assert last["training_state"]["progress"]["step"] == result.steps
+    last = Checkpoint.load(run / "last.pt")
+    assert {"optimizer", "scheduler", "rng", "progress"} <= set(last.training_state)
+    assert last.training_state["progress"]["step"] == result.steps
 
     # evaluate: same data set, same split, same numbers, in original units
     report = evaluate_checkpoint(run / "best.pt", split="test")
     assert report["metrics"] == pytest.approx(result.test)
     assert report["num_molecules"] == 30
-    model = model_from_checkpoint(run / "best.pt")
+    model = Checkpoint.load(run / "best.pt").build_model()
     assert sum(p.numel() for p in model.parameters()) > 0
 
 
@@ -95,15 +96,15 @@ def test_binary_classification_reports_roc_and_pr_auc(tmp_path):
     result = train(tiny(csv, epochs=1), out=run, console=False)
     assert set(result.test) == {"rocauc", "prauc"}
     assert 0.0 <= result.test["rocauc"] <= 1.0
-    ckpt = load_checkpoint(run / "best.pt")
-    assert ckpt["task"]["type"] == "binary" and ckpt["target_scaling"] is None
-    assert ckpt["config"]["train"]["loss"] == "auto"
+    ckpt = Checkpoint.load(run / "best.pt")
+    assert ckpt.task.type == "binary" and ckpt.target_scaling is None
+    assert ckpt.config["train"]["loss"] == "auto"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert "val_rocauc" in rows[0] and "val_prauc" in rows[0]
 
 
 def test_refuses_to_overwrite_a_run(tmp_path):
-    from molsepnorm.train.run_dir import RunDirError
+    from molsepnorm.checkpoint.run_dir import RunDirError
 
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     run = tmp_path / "run"
@@ -122,4 +123,4 @@ def test_zinc_subset_short_run_reports_test_mae(tmp_path, data_root, assert_data
     report = evaluate_checkpoint(run / "best.pt", split="test")
     assert report["dataset"] == "zinc-subset" and report["num_molecules"] == 1000
     assert report["metrics"]["mae"] == pytest.approx(result.test["mae"])
-    assert load_checkpoint(run / "best.pt")["featurizer"]["vocab"] == "zinc"
+    assert Checkpoint.load(run / "best.pt").featurizer.vocab == "zinc"

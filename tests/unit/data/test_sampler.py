@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from molsepnorm.data.sampler import SizeBucketBatchSampler, padding_fraction
+from molsepnorm.data.sampler import SizeBucketBatchSampler, padding_fraction, size_batches
 
 
 @pytest.fixture
@@ -66,3 +66,17 @@ def test_bad_arguments():
         SizeBucketBatchSampler([3, 4], max_tokens=0)
     with pytest.raises(ValueError, match="rank"):
         SizeBucketBatchSampler([3, 4], max_tokens=10, num_replicas=2, rank=2)
+
+
+def test_size_batches_respect_every_limit():
+    sizes = [5, 200, 6, 7, 30, 31, 5, 60, 61, 62, 59]
+    batches = size_batches(sizes, batch_size=3, max_tokens=200, max_pairs=8000)
+    assert sorted(i for b in batches for i in b) == list(range(len(sizes)))
+    for b in batches:
+        longest = max(sizes[i] + 1 for i in b)
+        assert len(b) <= 3
+        assert len(b) == 1 or (longest * len(b) <= 200 and longest ** 2 * len(b) <= 8000)
+        assert max(sizes[i] for i in b) - min(sizes[i] for i in b) <= 30  # similar sizes together
+    assert [1] in batches  # the big one alone
+    # the pair cap binds for 60-atom molecules: 3 * 61 tokens fit, 3 * 61**2 pairs do not
+    assert max(len(b) for b in batches if min(sizes[i] for i in b) >= 59) == 2

@@ -14,7 +14,7 @@ def make_checkpoint(path: Path, vocab: str = "ogb", task: str = "regression", ta
     from molsepnorm.chem import FEATURIZER_VERSION
     from molsepnorm.encodings import ENCODING_VERSION
     from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
-    from molsepnorm.train.checkpoint import save_checkpoint
+    from molsepnorm.checkpoint import save_checkpoint
 
     torch.manual_seed(seed)
     config = GraphormerConfig(vocab=vocab, num_layers=2, hidden_dim=16, ffn_dim=16, num_heads=4,
@@ -37,14 +37,6 @@ def make_checkpoint(path: Path, vocab: str = "ogb", task: str = "regression", ta
         "metrics": {},
     }
     return save_checkpoint(payload, path)
-
-
-@pytest.fixture(scope="session")
-def bundled_predictor():
-    """The default bundled model (tpsa-nci-small)."""
-    from molsepnorm.predict import Predictor
-
-    return Predictor.load()
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from rdkit import Chem
 from molsepnorm.data.collate import collate_graphs
 from molsepnorm.errors import InvalidMoleculeError, MolsepnormError
 from molsepnorm.predict import Predictor
-from molsepnorm.predict.predictor import size_batches, to_records
+from molsepnorm.predict.predictor import to_records
 
 # a 40-residue poly-alanine peptide: 201 heavy atoms
 BIG = "N" + "C(C)C(=O)N" * 40 + "CC(=O)O"
@@ -39,10 +39,10 @@ def test_prediction_does_not_depend_on_batch_mates(bundled_predictor):
     graphs = [bundled_predictor.featurize(s) for s in (SMALL[0], BIG)]
     K = bundled_predictor.multi_hop_max_dist
     with torch.inference_mode():
-        together = member.model(collate_graphs(graphs, K))[0]
-        single = member.model(collate_graphs(graphs[:1], K))[0]
-        emb_together = member.model.embed(collate_graphs(graphs, K))[0]
-        emb_single = member.model.embed(collate_graphs(graphs[:1], K))[0]
+        together = member.runner.model(collate_graphs(graphs, K))[0]
+        single = member.runner.model(collate_graphs(graphs[:1], K))[0]
+        emb_together = member.runner.model.embed(collate_graphs(graphs, K))[0]
+        emb_single = member.runner.model.embed(collate_graphs(graphs[:1], K))[0]
     assert torch.allclose(together, single, atol=1e-5, rtol=0)
     assert torch.allclose(emb_together, emb_single, atol=1e-5, rtol=0)
     assert graphs[1].num_nodes > 150  # the batch really was padded to the big one
@@ -52,11 +52,11 @@ def test_outputs_are_unscaled_model_outputs(bundled_predictor):
     member = bundled_predictor.members[0]
     graphs = [bundled_predictor.featurize(s) for s in SMALL]
     with torch.inference_mode():
-        raw = member.model(collate_graphs(graphs, bundled_predictor.multi_hop_max_dist))
-    expected = member.scaler.inverse_transform(raw).numpy()[:, 0]
+        raw = member.runner.model(collate_graphs(graphs, bundled_predictor.multi_hop_max_dist))
+    expected = member.runner.scaler.inverse_transform(raw).numpy()[:, 0]
     got = bundled_predictor.predict(SMALL)["tpsa"].to_numpy()
     np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-6)
-    assert member.scaler.std[0] > 1  # scaling is not the identity: the test can tell
+    assert member.runner.scaler.std[0] > 1  # scaling is not the identity: the test can tell
 
 
 def test_invalid_rows_keep_their_place_and_reason(bundled_predictor):
@@ -110,14 +110,14 @@ def test_embed(bundled_predictor):
     assert np.isnan(emb[1]).all() and np.isfinite(emb[[0, 2]]).all()
     member = bundled_predictor.members[0]
     with torch.inference_mode():
-        direct = member.model.embed(collate_graphs([bundled_predictor.featurize("CCO")], 5))[0].numpy()
+        direct = member.runner.model.embed(collate_graphs([bundled_predictor.featurize("CCO")], 5))[0].numpy()
     np.testing.assert_allclose(emb[0], direct, atol=1e-5)
     with pytest.raises(InvalidMoleculeError):
         bundled_predictor.embed(["CCO", "not smiles"], strict=True)
 
 
 def test_ensemble_mean_and_std(bundled_predictor, checkpoints):
-    from molsepnorm.predict.bundled import DEFAULT_MODEL
+    from molsepnorm.checkpoint import DEFAULT_MODEL
 
     ensemble = Predictor.load(DEFAULT_MODEL, checkpoints["tpsa-b"])
     assert ensemble.is_ensemble and ensemble.multi_hop_max_dist == 5
@@ -155,26 +155,12 @@ def test_binary_outputs_are_probabilities(checkpoints):
     assert list(frame.columns) == ["id", "smiles", "active", "toxic", "error"]
     member = binary.members[0]
     with torch.inference_mode():
-        logits = member.model(collate_graphs([binary.featurize(s) for s in SMALL], 3))
+        logits = member.runner.model(collate_graphs([binary.featurize(s) for s in SMALL], 3))
     np.testing.assert_allclose(frame[["active", "toxic"]].to_numpy(), torch.sigmoid(logits).numpy(), atol=1e-6)
 
 
-def test_size_batches_respect_every_limit():
-    sizes = [5, 200, 6, 7, 30, 31, 5, 60, 61, 62, 59]
-    batches = size_batches(sizes, batch_size=3, max_tokens=200, max_pairs=8000)
-    assert sorted(i for b in batches for i in b) == list(range(len(sizes)))
-    for b in batches:
-        longest = max(sizes[i] + 1 for i in b)
-        assert len(b) <= 3
-        assert len(b) == 1 or (longest * len(b) <= 200 and longest ** 2 * len(b) <= 8000)
-        assert max(sizes[i] for i in b) - min(sizes[i] for i in b) <= 30  # similar sizes together
-    assert [1] in batches  # the big one alone
-    # the pair cap binds for 60-atom molecules: 3 * 61 tokens fit, 3 * 61**2 pairs do not
-    assert max(len(b) for b in batches if min(sizes[i] for i in b) >= 59) == 2
-
-
 def test_unknown_model_names_the_bundled_ones():
-    from molsepnorm.predict.bundled import UnknownModelError
+    from molsepnorm.checkpoint import UnknownModelError
 
     with pytest.raises(UnknownModelError, match="tpsa-nci-small"):
         Predictor.load("no-such-model")

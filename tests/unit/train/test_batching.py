@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from molsepnorm.train.batching import EvalBatches, RandomBatchSampler, make_train_sampler
+from molsepnorm.train.batching import RandomBatchSampler, make_train_sampler
 
 
 def _flat(batches):
@@ -46,12 +46,6 @@ def test_bucket_batches_respect_the_token_budget():
     for b in s:
         assert len(b) <= 32
         assert len(b) == 1 or len(b) * (sizes[b].max() + 1) <= 400
-
-
-def test_eval_batches_cover_the_data_set_once_across_ranks():
-    sizes = np.arange(57) % 13
-    shards = [EvalBatches(sizes, 8, num_replicas=3, rank=r) for r in range(3)]
-    assert _flat([b for s in shards for b in s]) == list(range(57))
 
 
 def test_unknown_batching():

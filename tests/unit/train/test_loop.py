@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.train.loop import NonFiniteLossError, Trainer, batch_loss, resolve_loss
+from molsepnorm.train.loop import Trainer
+from molsepnorm.train.step import NonFiniteLossError, batch_loss, resolve_loss
 
 
 def _splits(config):
@@ -90,7 +91,7 @@ def test_infinite_gradient_with_a_finite_loss_stops_before_the_weights_change(tp
 
 
 def test_skip_mode_skips_non_finite_batches_and_finishes(tpsa_csv, tiny_config, tmp_path, caplog):
-    from molsepnorm.train.run_dir import RunDir
+    from molsepnorm.checkpoint.run_dir import RunDir
 
     # 240 training molecules in batches of 32: 8 batches per epoch; the 3rd and 10th are poisoned
     config = tiny_config(tpsa_csv, batch_size=32, epochs=2, on_nonfinite="skip")
@@ -118,7 +119,7 @@ def test_skip_mode_stops_after_too_many_non_finite_batches_in_a_row(tpsa_csv, ti
 
 
 def test_a_nan_model_is_never_written_as_best(tpsa_csv, tiny_config, tmp_path):
-    from molsepnorm.train.run_dir import RunDir
+    from molsepnorm.checkpoint.run_dir import RunDir
 
     config = tiny_config(tpsa_csv, epochs=3)
     rd = RunDir(tmp_path / "run")
@@ -171,8 +172,8 @@ def test_epochs_and_max_steps_end_at_whichever_comes_first(tpsa_csv, tiny_config
 
 
 def test_last_checkpoint_carries_the_best_weights(tpsa_csv, tiny_config, tmp_path):
-    from molsepnorm.train.checkpoint import load_checkpoint
-    from molsepnorm.train.run_dir import RunDir
+    from molsepnorm.checkpoint import Checkpoint
+    from molsepnorm.checkpoint.run_dir import RunDir
 
     config = tiny_config(tpsa_csv, epochs=2)
     rd = RunDir(tmp_path / "run")
@@ -180,10 +181,10 @@ def test_last_checkpoint_carries_the_best_weights(tpsa_csv, tiny_config, tmp_pat
     trainer = Trainer(config, _splits(config), run_dir=rd)
     trainer._train_epoch()
     trainer._end_epoch()
-    best = load_checkpoint(rd.best)["model"]["state_dict"]
-    kept = load_checkpoint(rd.last)["training_state"]["best_model"]
+    best = Checkpoint.load(rd.best).state_dict
+    kept = Checkpoint.load(rd.last).training_state["best_model"]
     assert kept.keys() == best.keys() and all(torch.equal(kept[k], best[k]) for k in best)
 
     again = Trainer(config, _splits(config), run_dir=rd)
-    again.load_training_state(load_checkpoint(rd.last))
+    again.load_training_state(Checkpoint.load(rd.last))
     assert again.state.best_epoch == 1 and again._best_state is not None

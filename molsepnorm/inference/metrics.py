@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -113,3 +113,38 @@ def _nanmean(values: Sequence[float]) -> float:
 def _as_2d(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     return a[:, None] if a.ndim == 1 else a
+
+
+def summary_table(rows: Mapping[str, Mapping[str, float]], metrics: Optional[Iterable[str]] = None) -> str:
+    """A fixed-width table, one row per split, one column per metric::
+
+        split    mae     rmse    r2
+        val      0.1234  0.2345  0.9512
+        test     0.1301  0.2410  0.9488
+    """
+    if metrics is None:
+        metrics = []
+        for values in rows.values():
+            metrics.extend(k for k in values if "/" not in k and k not in metrics)
+    metrics = list(metrics)
+    header = ["split", *metrics]
+    body = [[split, *(_fmt(values.get(m)) for m in metrics)] for split, values in rows.items()]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *body]]
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4f}"
+    return str(value)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4f}"
+    return str(value)

@@ -1,24 +1,18 @@
-"""Checkpoints: atomic writes, weights-only loads, clear errors, RNG state round trips."""
+"""Checkpoints: typed round trips, atomic writes, weights-only loads, clear errors."""
 from __future__ import annotations
 
 import os
 import pickle
-import random
 
-import numpy as np
 import pytest
 import torch
 
-from molsepnorm.train import checkpoint as ckpt_mod
-from molsepnorm.train.checkpoint import (
-    FORMAT_VERSION,
-    CheckpointError,
-    capture_rng_state,
-    load_checkpoint,
-    model_from_checkpoint,
-    restore_rng_state,
-    save_checkpoint,
-)
+from molsepnorm.checkpoint import checkpoint as ckpt_mod
+from molsepnorm.checkpoint.checkpoint import FORMAT_VERSION, Checkpoint, CheckpointError, save_checkpoint
+
+
+def load_checkpoint(path):
+    return Checkpoint.load(path)
 
 
 def _payload() -> dict:
@@ -32,7 +26,6 @@ def _payload() -> dict:
         "featurizer": {"vocab": "ogb", "featurizer_version": 1, "encoding_version": 1, "multi_hop_max_dist": 5},
         "task": {"type": "regression", "target_names": ["a", "b"], "metric": "mae", "higher_is_better": False},
         "target_scaling": {"mean": [1.0, 2.0], "std": [3.0, 4.0]},
-        "rng": capture_rng_state(),
     }
 
 
@@ -41,11 +34,41 @@ def test_round_trip_rebuilds_the_same_model(tmp_path):
     path = save_checkpoint(payload, tmp_path / "best.pt")
     assert not (tmp_path / "best.pt.tmp").exists()
     loaded = load_checkpoint(path)
-    assert loaded["format_version"] == FORMAT_VERSION and loaded["package_version"]
-    model = model_from_checkpoint(path)
+    assert loaded.package_version and loaded.created and loaded.source == str(path)
+    assert loaded.task.target_names == ("a", "b") and loaded.featurizer.multi_hop_max_dist == 5
+    assert loaded.target_scaling.mean == (1.0, 2.0) and loaded.target_scaling.std == (3.0, 4.0)
+    model = loaded.build_model()
     assert not model.training
     for k, v in payload["model"]["state_dict"].items():
         assert torch.equal(model.state_dict()[k], v), k
+
+
+def test_typed_save_and_load_are_inverse(tmp_path):
+    first = Checkpoint.from_payload(_payload())
+    first.metrics = {"val": {"mae": 0.5}}
+    first.training_state = {"progress": {"step": 3}}
+    again = Checkpoint.load(first.save(tmp_path / "c.pt"))
+    assert again.to_payload().keys() == first.to_payload().keys()
+    for name in ("model_config", "featurizer", "task", "target_scaling", "data", "metrics", "training_state", "kind"):
+        assert getattr(again, name) == getattr(first, name), name
+    assert all(torch.equal(again.state_dict[k], v) for k, v in first.state_dict.items())
+
+
+def test_a_checkpoint_missing_an_entry_names_the_file(tmp_path):
+    payload = _payload()
+    del payload["task"]["metric"]
+    path = save_checkpoint(payload, tmp_path / "odd.pt")
+    with pytest.raises(CheckpointError, match=r"odd\.pt.*malformed entry.*metric"):
+        Checkpoint.load(path)
+
+
+def test_an_older_featurizer_is_warned_about_once_on_load(tmp_path):
+    payload = _payload()
+    payload["featurizer"]["featurizer_version"] = 0
+    path = save_checkpoint(payload, tmp_path / "old.pt")
+    with pytest.warns(UserWarning, match=r"old\.pt: trained with featurizer v0") as record:
+        Checkpoint.load(path)
+    assert len([w for w in record if "featurizer" in str(w.message)]) == 1
 
 
 def test_files_load_with_plain_weights_only_torch_load(tmp_path):
@@ -69,7 +92,7 @@ def test_interrupted_write_leaves_the_previous_file_intact(tmp_path, monkeypatch
         save_checkpoint({**_payload(), "kind": "new"}, path)
     monkeypatch.setattr(ckpt_mod.torch, "save", real_save)
     assert path.read_bytes() == before
-    assert load_checkpoint(path)["kind"] == "old"
+    assert load_checkpoint(path).kind == "old"
 
 
 def test_truncated_file_is_a_clear_error(tmp_path):
@@ -128,18 +151,6 @@ def test_wrong_format_and_version(tmp_path):
     torch.save({"format": "molsepnorm-checkpoint", "format_version": FORMAT_VERSION + 1, "package_version": "9.9"}, path)
     with pytest.raises(CheckpointError, match=r"a\.pt.*format version"):
         load_checkpoint(path)
-
-
-def test_rng_states_round_trip_through_a_file(tmp_path):
-    random.seed(1), np.random.seed(2), torch.manual_seed(3)
-    np.random.normal()  # leaves a cached gaussian in numpy's legacy state
-    path = save_checkpoint({**_payload(), "rng": capture_rng_state()}, tmp_path / "r.pt")
-    expected = (random.random(), np.random.normal(), np.random.rand(), torch.rand(3))
-    random.seed(9), np.random.seed(9), torch.manual_seed(9)
-    restore_rng_state(load_checkpoint(path)["rng"])
-    got = (random.random(), np.random.normal(), np.random.rand(), torch.rand(3))
-    assert got[:3] == expected[:3]
-    assert torch.equal(got[3], expected[3])
 
 
 def test_no_temporary_file_left_on_success(tmp_path):

@@ -89,24 +89,28 @@ def resolve_model(spec: PathLike) -> Path:
                                     "installation is incomplete (reinstall molsepnorm)")
         return model.path
     names = ", ".join(BUNDLED)
+    if path.suffix or len(path.parts) > 1:  # meant as a file
+        from molsepnorm.checkpoint.checkpoint import CheckpointError
+
+        raise CheckpointError(f"checkpoint not found: {path} (nor is it a bundled model: {names})")
     raise UnknownModelError(f"--model {str(spec)!r}: no such checkpoint file, and no bundled model of that "
                             f"name (bundled: {names})")
 
 
 def model_listing(model: BundledModel) -> dict[str, Any]:
     """What ``molsepnorm models`` shows: name, task, targets, metrics, size, files."""
-    from molsepnorm.train.checkpoint import load_checkpoint
+    from molsepnorm.checkpoint.checkpoint import Checkpoint
 
-    ckpt = load_checkpoint(model.path)
-    cfg = ckpt["model"]["config"]
+    ckpt = Checkpoint.load(model.path)
+    cfg = ckpt.model_config
     return {
         "name": model.name,
         "default": model.name == DEFAULT_MODEL,
         "summary": model.summary,
-        "task": ckpt["task"]["type"],
-        "targets": list(ckpt["task"]["target_names"]),
-        "dataset": ckpt.get("data", {}).get("dataset"),
-        "metrics": ckpt.get("metrics", {}),
+        "task": ckpt.task.type,
+        "targets": list(ckpt.task.target_names),
+        "dataset": ckpt.data.dataset,
+        "metrics": ckpt.metrics,
         "architecture": f"{cfg['norm']}norm Graphormer, {cfg['num_layers']} layers x {cfg['hidden_dim']}, "
                         f"{cfg['vocab']} vocabulary",
         "size_bytes": model.path.stat().st_size,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, mean_absolute_error, r2_score, roc_auc_score
 
-from molsepnorm.train.metrics import compute_metrics, is_better
+from molsepnorm.inference.metrics import compute_metrics, is_better
 
 
 def test_regression_matches_sklearn_and_masks_nan():

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from molsepnorm.train.run_dir import RunDir, RunDirError, summary_table
+from molsepnorm.checkpoint.run_dir import RunDir, RunDirError
+from molsepnorm.inference.metrics import summary_table
 
 
 def test_create_refuses_a_directory_that_holds_a_run(tmp_path):

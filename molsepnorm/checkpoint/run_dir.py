@@ -12,18 +12,15 @@ Layout::
       last.pt          latest checkpoint, with optimizer / scheduler / RNG state, for --resume
       results.json     final validation and test metrics of the best checkpoint
 
-Only rank 0 writes here.
+Only rank 0 of a training run writes here; :mod:`molsepnorm.analysis` reads the metrics.
 """
 from __future__ import annotations
 
 import csv
 import json
-import logging
-import math
 import os
-import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -31,7 +28,6 @@ from molsepnorm._json import jsonable
 from molsepnorm.errors import MolsepnormError
 
 PathLike = Union[str, os.PathLike]
-LOGGER_NAME = "molsepnorm.train"
 
 
 class RunDirError(MolsepnormError, ValueError):
@@ -132,74 +128,6 @@ class RunDir:
     def write_results(self, results: Mapping[str, Any]) -> None:
         """``results.json``: the final metrics of the best checkpoint."""
         _write_text_atomic(self.results, json.dumps(jsonable(dict(results)), indent=2) + "\n")
-
-
-def setup_logger(run_dir: Optional[RunDir], is_main: bool, console: bool = True) -> logging.Logger:
-    """The ``molsepnorm.train`` logger: ``train.log`` plus the terminal on rank 0, quiet elsewhere.
-
-    Terminal messages go through ``tqdm.write`` so they do not break the progress bar.
-    Call :func:`close_logger` at the end of the run.
-    """
-    logger = logging.getLogger(LOGGER_NAME)
-    close_logger(logger)
-    logger.propagate = False
-    logger.setLevel(logging.INFO if is_main else logging.WARNING)
-    if is_main and run_dir is not None:
-        handler = logging.FileHandler(run_dir.log, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
-        logger.addHandler(handler)
-    if is_main and console:
-        logger.addHandler(_TqdmHandler())
-    return logger
-
-
-def close_logger(logger: Optional[logging.Logger] = None) -> None:
-    """Remove and close the handlers of the training logger."""
-    logger = logger or logging.getLogger(LOGGER_NAME)
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-
-
-class _TqdmHandler(logging.Handler):
-    """Terminal output that keeps the progress bar intact; skips records marked ``file_only``."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        from tqdm import tqdm
-
-        if getattr(record, "file_only", False):
-            return
-        try:
-            tqdm.write(self.format(record), file=sys.stderr)
-        except Exception:  # pragma: no cover - logging must never crash training
-            self.handleError(record)
-
-
-def summary_table(rows: Mapping[str, Mapping[str, float]], metrics: Optional[Iterable[str]] = None) -> str:
-    """A fixed-width table, one row per split, one column per metric::
-
-        split    mae     rmse    r2
-        val      0.1234  0.2345  0.9512
-        test     0.1301  0.2410  0.9488
-    """
-    if metrics is None:
-        metrics = []
-        for values in rows.values():
-            metrics.extend(k for k in values if "/" not in k and k not in metrics)
-    metrics = list(metrics)
-    header = ["split", *metrics]
-    body = [[split, *(_fmt(values.get(m)) for m in metrics)] for split, values in rows.items()]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *body]]
-    return "\n".join(lines)
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4f}"
-    return str(value)
 
 
 def _write_text_atomic(path: Path, text: str) -> None:

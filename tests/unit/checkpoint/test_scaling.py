@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from molsepnorm.train.scaling import TargetScaler
+from molsepnorm.checkpoint.scaling import TargetScaler
 
 
 def test_fit_ignores_missing_targets():

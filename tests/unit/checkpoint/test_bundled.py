@@ -10,9 +10,9 @@ import yaml
 from rdkit import Chem
 from rdkit.Chem import rdMolDescriptors
 
-from molsepnorm.predict.bundled import BUNDLED, DEFAULT_MODEL, UnknownModelError, bundled_models, model_listing, \
+from molsepnorm.checkpoint import Checkpoint, CheckpointError
+from molsepnorm.checkpoint.bundled import BUNDLED, DEFAULT_MODEL, UnknownModelError, bundled_models, model_listing, \
     resolve_model
-from molsepnorm.train.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -26,28 +26,28 @@ def test_bundled_files_are_there_and_small(model):
 
 @pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
 def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model):
-    ckpt = load_checkpoint(model.path)
-    assert ckpt["kind"] == "best" and "training_state" not in ckpt
-    assert ckpt["data"]["dataset"] == "nci-tpsa" and ckpt["task"]["target_names"] == ["tpsa"]
-    assert set(ckpt["metrics"]) == {"val", "test"}
+    ckpt = Checkpoint.load(model.path)
+    assert ckpt.kind == "best" and ckpt.training_state is None
+    assert ckpt.data.dataset == "nci-tpsa" and ckpt.task.target_names == ("tpsa",)
+    assert set(ckpt.metrics) == {"val", "test"}
     # the preset beside the card is the one the checkpoint was trained with
     preset = yaml.safe_load(model.path.with_suffix(".yaml").read_text())
     for key, value in preset["model"].items():
-        assert ckpt["model"]["config"][key] == value, key
+        assert ckpt.model_config[key] == value, key
     for key, value in preset["train"].items():
-        assert ckpt["config"]["train"][key] == value, key
+        assert ckpt.config["train"][key] == value, key
 
 
 @pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
 def test_card_records_command_seed_and_the_checkpoint_metrics(model):
     card = model.card_path.read_text(encoding="utf-8")
-    ckpt = load_checkpoint(model.path)
+    ckpt = Checkpoint.load(model.path)
     assert f"`{model.name}`" in card
     assert f"molsepnorm train --config molsepnorm/models/{model.name}.yaml" in card
-    assert re.search(rf"seed {ckpt['config']['train']['seed']}\b", card)
+    assert re.search(rf"seed {ckpt.config['train']['seed']}\b", card)
     for split in ("val", "test"):
-        assert f"{ckpt['metrics'][split]['mae']:.3f}" in card, split
-        assert f"{ckpt['metrics'][split]['r2']:.4f}" in card, split
+        assert f"{ckpt.metrics[split]['mae']:.3f}" in card, split
+        assert f"{ckpt.metrics[split]['r2']:.4f}" in card, split
 
 
 def test_bundled_model_predicts_tpsa_of_known_drugs(bundled_predictor):
@@ -67,6 +67,8 @@ def test_registry_and_resolution(tmp_path: Path):
     assert resolve_model(local) == local
     with pytest.raises(UnknownModelError, match="bundled: tpsa-nci-small"):
         resolve_model("nope")
+    with pytest.raises(CheckpointError, match=r"checkpoint not found: .*nope\.pt.*bundled model"):
+        resolve_model(tmp_path / "nope.pt")  # meant as a file: named as a missing file
     listing = model_listing(BUNDLED[DEFAULT_MODEL])
     assert listing["task"] == "regression" and listing["targets"] == ["tpsa"]
     assert listing["metrics"]["test"]["mae"] < 2

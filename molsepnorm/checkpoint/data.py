@@ -1,0 +1,73 @@
+"""The molecules a checkpoint is evaluated or analyzed on: by default its own training data.
+
+Used by ``evaluate`` and ``analyze`` alike: without a data set named, the one the model
+was trained on, with the training run's loading options (hence the very same split) and
+its data root when that folder still exists; a CSV of another data set is featurized in
+the model's vocabulary.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, MutableMapping, Optional, Union
+
+from molsepnorm.checkpoint.checkpoint import Checkpoint
+from molsepnorm.errors import MolsepnormError
+
+PathLike = Union[str, os.PathLike]
+
+
+def checkpoint_data(
+    checkpoint: Checkpoint,
+    dataset: Optional[str] = None,
+    split: str = "test",
+    data_root: Optional[PathLike] = None,
+    options: Optional[dict[str, Any]] = None,
+    targets: bool = True,
+    loaded: Optional[MutableMapping[Any, Any]] = None,
+) -> tuple[Any, Any]:
+    """``(graphs of the split, DatasetSplits)`` to run ``checkpoint`` on.
+
+    Args:
+        checkpoint: the model.
+        dataset: a data set name or CSV (default: the model's training data set).
+        split: ``train``, ``val``, ``test`` or ``all`` (the three together).
+        data_root: folder of the raw data sets (default: the training run's if it still
+            exists, else ``$MOLSEPNORM_DATA`` ...).
+        options: :func:`~molsepnorm.data.load_dataset` options (default: the training
+            run's, for its own data set).
+        targets: also require the same task and number of targets (scoring); False for
+            embeddings, where only the featurization must match.
+        loaded: a memo of loaded data sets shared across calls (several checkpoints).
+
+    Raises:
+        MolsepnormError: no data set to use, or data featurized unlike the model's.
+    """
+    from molsepnorm.data.registry import PARTS, load_dataset, looks_like_table
+
+    if split not in PARTS:
+        raise MolsepnormError(f"unknown split {split!r}; use one of {', '.join(PARTS)}")
+    trained_on = checkpoint.data
+    if dataset is None:
+        dataset = trained_on.dataset
+        if dataset is None:
+            raise MolsepnormError(f"{checkpoint.name}: the checkpoint names no data set; give --dataset")
+    same = dataset == trained_on.dataset
+    options = dict(options) if options is not None else (dict(trained_on.options) if same else {})
+    if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
+        data_root = trained_on.data_root
+    if not same and looks_like_table(str(dataset)):
+        options.setdefault("vocab", checkpoint.featurizer.vocab)  # featurize as the model expects
+    key = (str(dataset), None if data_root is None else str(data_root), repr(sorted(options.items())))
+    if loaded is not None and key in loaded:
+        splits = loaded[key]
+    else:
+        splits = load_dataset(dataset, root=data_root, **options)
+        if loaded is not None:
+            loaded[key] = splits
+    checkpoint.check_data(splits, targets=targets)
+    if split == "all":
+        from torch.utils.data import ConcatDataset
+
+        return ConcatDataset([splits.train, splits.val, splits.test]), splits
+    return splits[split], splits

@@ -1,0 +1,179 @@
+"""The one path from padded batches to outputs: predictions in the data set's units, or
+graph-token embeddings.
+
+:class:`Runner` is a model plus the last step of its output: a binary task's logits become
+probabilities, a standardized regression output is mapped back with the checkpoint's
+:class:`~molsepnorm.checkpoint.TargetScaler`.  :func:`run` applies one or more runners to
+a sequence of graphs (a data set split, or featurized molecules) in size-sorted batches
+(:func:`molsepnorm.data.sampler.size_batches`), in eval mode under
+:func:`torch.inference_mode`, and returns one row per graph in input order.
+
+Validation during training, ``evaluate``, ``predict``, ``embed`` and ``analyze`` all go
+through here.  In eval mode BatchNorm (the graph token's norm in SepNorm) uses its running
+statistics, so a molecule's output does not depend on its batch-mates or on the batching.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from molsepnorm.checkpoint.scaling import TargetScaler
+
+if TYPE_CHECKING:
+    from molsepnorm.checkpoint.checkpoint import Checkpoint
+    from molsepnorm.data.collate import GraphBatch
+
+__all__ = ["Runner", "RunOutput", "run", "TOKENS_PER_MOLECULE"]
+
+# A batch also stops growing at batch_size * TOKENS_PER_MOLECULE padded tokens (and that
+# many tokens times TOKENS_PER_MOLECULE token pairs), so a batch of 150-atom molecules
+# costs about what a batch of 40-atom ones does.
+TOKENS_PER_MOLECULE = 40
+
+
+class Runner:
+    """A Graphormer and the mapping of its head's output to predictions.
+
+    Args:
+        model: a :class:`~molsepnorm.nn.graphormer.Graphormer` (not DDP-wrapped).
+        task: ``"regression"`` or ``"binary"``.
+        scaler: the target standardization the model was trained with (regression), or None.
+        bf16: run under bfloat16 autocast (CUDA only).
+    """
+
+    def __init__(self, model: nn.Module, task: str, scaler: Optional[TargetScaler] = None, bf16: bool = False) -> None:
+        if task not in ("regression", "binary"):
+            raise ValueError(f"task must be 'regression' or 'binary', got {task!r}")
+        self.model = model
+        self.task = task
+        self.scaler = scaler
+        self.bf16 = bf16
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: "Checkpoint", device: Union[str, torch.device] = "cpu") -> "Runner":
+        """The checkpoint's model on ``device``, eval mode; bf16 on CUDA."""
+        device = torch.device(device)
+        model = checkpoint.build_model().to(device)
+        return cls(model, checkpoint.task.type, checkpoint.target_scaling, bf16=device.type == "cuda")
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def multi_hop_max_dist(self) -> int:
+        return int(self.model.config.multi_hop_max_dist)
+
+    def predictions(self, out: Tensor) -> Tensor:
+        """Head outputs (B, T) -> predictions: probabilities (binary) or original units."""
+        out = out.float()
+        if self.task == "binary":
+            return torch.sigmoid(out)
+        return self.scaler.inverse_transform(out) if self.scaler is not None else out
+
+    def __call__(self, batch: "GraphBatch", embed: bool = False) -> Tensor:
+        """Predictions (B, T), or graph-token embeddings (B, D) with ``embed``, of one batch
+        already on :attr:`device`, in the model's current mode."""
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+        with autocast:
+            if embed:
+                return self.model.embed(batch).float()
+            return self.predictions(self.model(batch))
+
+
+@dataclass
+class RunOutput:
+    """What :func:`run` returns.
+
+    Attributes:
+        values: ``(R, M, W)`` float64: per runner, per graph (input order), the W
+            predictions or embedding dimensions.
+        targets: ``(M, T)`` float64 targets of the graphs (NaN where missing or unlabelled).
+    """
+
+    values: np.ndarray
+    targets: np.ndarray
+
+
+def run(
+    runners: Sequence[Runner],
+    graphs: Sequence[Any],
+    embed: bool = False,
+    batch_size: int = 128,
+    max_tokens: Optional[int] = None,
+    sizes: Optional[Sequence[int]] = None,
+    num_workers: int = 0,
+    shard: tuple[int, int] = (0, 1),
+    gather: Optional[Callable[[list[Any]], list[list[Any]]]] = None,
+) -> RunOutput:
+    """Outputs of every runner on every graph, batched by size.
+
+    Args:
+        runners: one model, or an ensemble (each batch is collated once for all).
+        graphs: PyG ``Data`` or :class:`~molsepnorm.chem.MolGraph` with Graphormer encodings.
+        embed: graph-token embeddings instead of predictions.
+        batch_size: molecules per batch at most.
+        max_tokens: padded tokens per batch at most (default ``batch_size *``
+            :data:`TOKENS_PER_MOLECULE`); pairs are capped at ``max_tokens *``
+            :data:`TOKENS_PER_MOLECULE`.
+        sizes: atoms per graph, if known (else read from ``graphs``).
+        num_workers: DataLoader worker processes.
+        shard: ``(rank, world_size)``: this process runs batches ``rank, rank + world_size, ...``
+            (distributed evaluation); ``gather`` must then collect every rank's rows.
+        gather: ``parts -> [parts of rank 0, parts of rank 1, ...]`` (e.g. an all-gather).
+
+    Returns:
+        A :class:`RunOutput`; a graph nobody ran (impossible when the shards cover all
+        batches) would stay NaN.
+    """
+    from torch.utils.data import DataLoader
+
+    from molsepnorm.data.collate import GraphCollator
+    from molsepnorm.data.columns import num_atoms
+    from molsepnorm.data.sampler import size_batches
+
+    if not runners:
+        raise ValueError("run needs at least one runner")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    M = len(graphs)
+    config = runners[0].model.config
+    width = int(config.hidden_dim if embed else config.num_tasks)
+    tokens = max_tokens if max_tokens is not None else batch_size * TOKENS_PER_MOLECULE
+    sizes = num_atoms(graphs) if sizes is None else sizes
+    rank, world = shard
+    batches = size_batches(sizes, batch_size, tokens, tokens * TOKENS_PER_MOLECULE)[rank::world]
+    generator = torch.Generator()  # creating the loader must not draw from the global RNG
+    generator.manual_seed(0)
+    loader = DataLoader(graphs, batch_sampler=batches, collate_fn=GraphCollator(max(r.multi_hop_max_dist for r in runners)),
+                        num_workers=num_workers, generator=generator)
+    device = runners[0].device
+    modes = [r.model.training for r in runners]
+    parts: list[tuple[list[int], np.ndarray, Optional[np.ndarray]]] = []
+    try:
+        for r in runners:
+            r.model.eval()
+        with torch.inference_mode():
+            for idx, batch in zip(batches, loader):
+                batch = batch.to(device, non_blocking=True)
+                out = np.stack([r(batch, embed=embed).double().cpu().numpy() for r in runners])  # (R, B, W)
+                y = batch.y.double().cpu().numpy() if batch.y is not None else None
+                parts.append((idx, out, y))
+    finally:
+        for r, mode in zip(runners, modes):
+            r.model.train(mode)
+    if gather is not None:
+        parts = [p for rank_parts in gather(parts) for p in rank_parts]
+    num_targets = next((y.shape[1] for _, _, y in parts if y is not None), int(config.num_tasks))
+    values = np.full((len(runners), M, width), np.nan)
+    targets = np.full((M, num_targets), np.nan)
+    for idx, out, y in parts:
+        values[:, idx] = out
+        if y is not None:
+            targets[idx] = y
+    return RunOutput(values=values, targets=targets)
