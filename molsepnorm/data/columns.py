@@ -21,9 +21,18 @@ def num_atoms(dataset: Any) -> np.ndarray:
 
 
 def targets(dataset: Any) -> np.ndarray:
-    """Targets ``(M, T)`` float, NaN where missing, in data set order."""
-    if len(dataset) == 0:
+    """Targets ``(M, T)`` float, NaN where missing, in data set order.
+
+    A whole in-memory data set (not a subset made by indexing, whose ``indices()`` is a
+    plain range) hands its collated ``y`` over directly; anything else is iterated.
+    """
+    from torch_geometric.data import InMemoryDataset
+
+    M = len(dataset)
+    if M == 0:
         return np.zeros((0, 0), dtype=np.float32)
+    if isinstance(dataset, InMemoryDataset) and isinstance(dataset.indices(), range):
+        return torch.as_tensor(dataset.y).reshape(M, -1).float().numpy()
     return torch.cat([torch.as_tensor(d.y).reshape(1, -1).float() for d in dataset], 0).numpy()
 
 

@@ -191,10 +191,23 @@ def validate_model_section(model: Mapping[str, Any]) -> None:
         raise ConfigError(f"section 'model' must be a mapping, got {type(model).__name__}")
     from molsepnorm.nn.graphormer import GraphormerConfig
 
+    defaults = {f.name: f.default for f in dataclasses.fields(GraphormerConfig)}
+    for key, value in model.items():
+        default = defaults.get(key)
+        if isinstance(default, (bool, int, float, str)) and not _same_kind(value, default):
+            raise ConfigError(f"model.{key} must be {type(default).__name__}, got {value!r}")
     try:
         GraphormerConfig.from_dict(dict(model))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"model: {exc}") from None
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
 
 
 def read_yaml(path: PathLike) -> dict[str, Any]:

@@ -80,3 +80,16 @@ def test_size_batches_respect_every_limit():
     assert [1] in batches  # the big one alone
     # the pair cap binds for 60-atom molecules: 3 * 61 tokens fit, 3 * 61**2 pairs do not
     assert max(len(b) for b in batches if min(sizes[i] for i in b) >= 59) == 2
+
+
+def test_columns_read_atoms_and_targets_in_data_set_order(data_root, tmp_path):
+    """The fast paths (whole data set, indexed subset) agree with reading every graph."""
+    from molsepnorm.data import load_dataset
+    from molsepnorm.data.columns import num_atoms, targets
+
+    splits = load_dataset("zinc-subset", root=data_root)
+    for dataset in (splits.val, splits.val[np.arange(999, -1, -7)]):  # whole, and a reversed subset
+        graphs = [dataset[i] for i in range(len(dataset))]
+        assert num_atoms(dataset).tolist() == [int(g.num_nodes) for g in graphs]
+        np.testing.assert_array_equal(targets(dataset), np.stack([g.y.reshape(-1).numpy() for g in graphs]))
+    assert num_atoms(graphs).tolist() == [int(g.num_nodes) for g in graphs]  # a plain list

@@ -180,3 +180,35 @@ def test_molecules_over_max_atoms_get_a_row_with_the_reason(tmp_path):
     with pytest.raises(ValueError, match="max_atoms"):
         Predictor.load("tpsa-nci-small", max_atoms=0)
     assert Predictor.load("tpsa-nci-small").max_atoms == 1000
+
+
+def test_predictor_is_thread_safe_and_changes_no_process_setting(bundled_predictor):
+    import threading
+
+    model = bundled_predictor.members[0].runner.model
+    outside = torch.backends.mkldnn.enabled
+    seen = []
+    hook = model.register_forward_hook(lambda *_: seen.append(torch.backends.mkldnn.enabled))
+    try:
+        expected = bundled_predictor.predict(SMALL + [BIG])["tpsa"].to_numpy()
+        results, errors = [None] * 6, []
+
+        def work(i):
+            try:
+                results[i] = bundled_predictor.predict([BIG, *SMALL] if i % 2 else SMALL + [BIG])["tpsa"].to_numpy()
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        hook.remove()
+    assert not errors
+    for i, got in enumerate(results):
+        order = [len(SMALL), *range(len(SMALL))] if i % 2 else list(range(len(SMALL) + 1))
+        np.testing.assert_allclose(got, expected[order], atol=1e-5)
+    assert seen and set(seen) == {outside}  # the model ran under the caller's settings, untouched
+    assert torch.backends.mkldnn.enabled == outside and not model.training

@@ -188,3 +188,23 @@ def test_last_checkpoint_carries_the_best_weights(tpsa_csv, tiny_config, tmp_pat
     again = Trainer(config, _splits(config), run_dir=rd)
     again.load_training_state(Checkpoint.load(rd.last))
     assert again.state.best_epoch == 1 and again._best_state is not None
+
+
+def test_the_callers_config_is_not_changed(tpsa_csv, tiny_config):
+    config = tiny_config(tpsa_csv, epochs=1)
+    before = config.to_dict()
+    trainer = Trainer(config, _splits(config))
+    assert config.to_dict() == before  # the model section was not completed in place
+    assert trainer.config.model["vocab"] == "ogb" and trainer.config.model["num_tasks"] == 1
+    assert trainer.config.model["atom_dims"] and "atom_dims" not in config.model
+
+
+def test_training_reads_no_private_pyg_attribute():
+    """The trainer reads data sets through their public API (molsepnorm.data.columns)."""
+    import inspect
+
+    from molsepnorm.data import columns
+    from molsepnorm.train import loop
+
+    for module in (loop, columns):
+        assert "._data" not in inspect.getsource(module)
