@@ -14,8 +14,10 @@ What is measured (all on real molecules, warm-up excluded, ``time.perf_counter``
     what ``molsepnorm predict`` runs: OGB features, degree, shortest-path distances and
     the next-hop table as NumPy arrays (the reference's ``preprocess_item`` returns NumPy
     arrays too); the same as a PyG ``Data`` is reported beside it.
-(b) ``train``: forward + backward + AdamW step of Graphormer-slim (12 layers, hidden 80,
-    FFN 80, 8 heads, dropout 0.1, pre-LN, SepNorm) on ``--batches`` batches of
+(b) ``train``: the training step ``molsepnorm train`` runs -- the trainer's own
+    ``TrainStep``: forward, loss, backward, clipping at norm 5, AdamW, learning-rate
+    schedule, finite checks -- of Graphormer-slim (``configs/zinc-slim.yaml``: 12 layers,
+    hidden 80, FFN 80, 8 heads, dropout 0.1, pre-LN, SepNorm) on ``--batches`` batches of
     ``--batch-size`` graphs drawn at random (seeded) from the training split of
     zinc-subset and of ogbg-molhiv; graphs/s for the step alone and with the collate
     function that pads the batch.  Also the same molecules regrouped into size-bucketed
@@ -23,6 +25,8 @@ What is measured (all on real molecules, warm-up excluded, ``time.perf_counter``
     large blocks from its heap, as ``molsepnorm train`` does on CPU (``--cpu-malloc
     heap``, :mod:`molsepnorm.train.allocator`); ``--cpu-malloc default`` times both with
     glibc's default instead (a run of its own: a grown heap serves later requests anyway).
+    Then a training epoch through ``Trainer.fit`` (its loader, metrics, checkpoints and
+    validation; molhiv's cut at ``--epoch-steps``), graphs/s from the run's metrics row.
 (c) ``predict``: ``molsepnorm predict`` end to end from a ``.smi`` of ``--predict-n``
     SMILES to the output CSV, molecules/s and peak resident memory, in a fresh process
     (``scripts/bench_predict.py``).
@@ -194,97 +198,118 @@ def bench_preprocess_workers(smiles: Sequence[str], workers: int, chunk: int = 2
 
 
 # ----------------------------------------------------------------------------- (b)
-def _timed_steps(model: Any, optimizer: Any, batches: list, repeats: int, warmup: int,
-                 collate: Any = None, device: str = "cpu", bf16: bool = False) -> dict[str, Any]:
-    import torch
-    import torch.nn.functional as F
+def experiment(name: str, args: argparse.Namespace, **train: Any) -> Any:
+    """The experiment `molsepnorm train --config configs/zinc-slim.yaml --dataset NAME` runs,
+    with the benchmark's batch size, device, threads and malloc setting (molhiv: OGB
+    vocabulary, 5 hops)."""
+    from molsepnorm.train.config import load_experiment_config
 
-    def step(batch: Any) -> None:
-        batch = batch.to(device)
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=bf16):
-            out = model(batch)
-        loss = F.l1_loss(out.float().view(-1), batch.y.float().view(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    overrides = {"data.dataset": name, "train.batch_size": args.batch_size, "train.device": args.device,
+                 "train.threads": args.threads, "train.cpu_malloc": args.cpu_malloc, "train.progress": False,
+                 "train.epochs": 1, "train.max_steps": None, "train.seed": 0}
+    if name == "molhiv":
+        overrides.update({"model.vocab": "ogb", "model.multi_hop_max_dist": 5, "train.loss": "auto"})
+    overrides.update({f"train.{k}": v for k, v in train.items()})
+    return load_experiment_config(SLIM, overrides)
+
+
+def _timed_steps(step: Any, batches: list, repeats: int, warmup: int, collate: Any,
+                 device: str = "cpu") -> dict[str, Any]:
+    """``step`` (the trainer's :class:`~molsepnorm.train.step.TrainStep`) on each padded batch."""
+    import torch
 
     def sync() -> None:
         if device == "cuda":
             torch.cuda.synchronize()
 
-    collated = [collate(b) for b in batches] if collate is not None else batches
+    collated = [collate(b) for b in batches]
     for i in range(warmup):
         step(collated[i % len(collated)])
     sync()
     step_times, collate_times = [], []
     for _ in range(repeats):
         for raw, batch in zip(batches, collated):
-            if collate is not None:
-                t0 = time.perf_counter()
-                collate(raw)
-                collate_times.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            step(batch)
+            collate(raw)
+            collate_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            done = step(batch)
             sync()
             step_times.append(time.perf_counter() - t0)
+            if not done.applied:
+                raise RuntimeError(f"benchmark step not applied: {done.problem}")
     graphs = sum(len(b) for b in batches) * repeats
-    result = {"graphs": graphs, "steps": len(step_times),
-              "step_seconds_median": round(float(np.median(step_times)), 4),
-              "graphs_per_s_step": round(graphs / sum(step_times), 1)}
-    if collate_times:
-        result.update(collate_seconds_median=round(float(np.median(collate_times)), 4),
-                      graphs_per_s_with_collate=round(graphs / (sum(step_times) + sum(collate_times)), 1))
-    return result
+    return {"graphs": graphs, "steps": len(step_times),
+            "step_seconds_median": round(float(np.median(step_times)), 4),
+            "graphs_per_s_step": round(graphs / sum(step_times), 1),
+            "collate_seconds_median": round(float(np.median(collate_times)), 4),
+            "graphs_per_s_with_collate": round(graphs / (sum(step_times) + sum(collate_times)), 1)}
 
 
-def bench_train(name: str, dataset: Any, chosen: list[list[int]], args: argparse.Namespace) -> dict[str, Any]:
-    """Training-step throughput of Graphormer-slim on the chosen batches, random and bucketed."""
-    import torch
-
-    from molsepnorm.data.collate import GraphCollator
+def bench_train(name: str, splits: Any, chosen: list[list[int]], args: argparse.Namespace) -> dict[str, Any]:
+    """Throughput of the training step `molsepnorm train` runs (the trainer's own
+    :class:`~molsepnorm.train.step.TrainStep`: forward, loss, backward, clipping, AdamW,
+    schedule) on the chosen batches, random and bucketed, under the trainer's malloc setting."""
     from molsepnorm.data.sampler import padding_fraction
-    from molsepnorm.nn import Graphormer
     from molsepnorm.train.allocator import heap_for_large_blocks
+    from molsepnorm.train.loop import Trainer
 
-    torch.manual_seed(0)
-    config = model_config(name)
-    device = args.device
-    bf16 = device == "cuda"
-    collate = GraphCollator(config.multi_hop_max_dist)
-    results: dict[str, Any] = {"multi_hop_max_dist": config.multi_hop_max_dist, "batch_size": args.batch_size}
+    dataset = splits.train
+    config = experiment(name, args)
+    results: dict[str, Any] = {"batch_size": args.batch_size}
     sizes = {i: int(dataset[i].num_nodes) for b in chosen for i in b}
     results["mean_atoms"] = round(float(np.mean(list(sizes.values()))), 2)
     dense = np.zeros(max(sizes) + 1, dtype=np.int64)
     dense[list(sizes)] = list(sizes.values())
-    # as `molsepnorm train` runs its steps (train.cpu_malloc).  glibc's default is timed by a
-    # run of its own (--cpu-malloc default): once the heap has grown, it serves later
-    # requests from it whatever the setting, so the two cannot share a process.
-    heap = args.cpu_malloc == "heap" and device == "cpu"
+    # glibc's default is timed by a run of its own (--cpu-malloc default): once the heap
+    # has grown, it serves later requests from it whatever the setting.
+    heap = args.cpu_malloc == "heap" and args.device == "cpu"
     for label, index_batches in [("random", chosen), ("bucketed", bucketed(dataset, chosen))]:
         raw = [[dataset[i] for i in b] for b in index_batches]
-        model = Graphormer(config).to(device).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.01)
+        trainer = Trainer(config, splits)
+        trainer.model.train()
         with heap_for_large_blocks(heap):
-            r = _timed_steps(model, optimizer, raw, args.repeats, args.warmup, collate=collate, device=device,
-                             bf16=bf16)
+            r = _timed_steps(trainer.step, raw, args.repeats, args.warmup, trainer.collate, args.device)
         r["padding_fraction"] = round(padding_fraction(dense, index_batches), 4)
         results[label] = r
         if label == "random":
-            results["params"] = sum(p.numel() for p in model.parameters())
+            results["params"] = sum(p.numel() for p in trainer.model.parameters())
+            results["multi_hop_max_dist"] = trainer.model_config.multi_hop_max_dist
     if args.compile:
+        import torch
+
         raw = [[dataset[i] for i in b] for b in chosen]
-        model = Graphormer(config).to(device).train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.01)
-        compiled = torch.compile(model, dynamic=True)
+        trainer = Trainer(config, splits)
+        trainer.step.model = torch.compile(trainer.model, dynamic=True)
         with heap_for_large_blocks(heap):
             t0 = time.perf_counter()
-            _timed_steps(compiled, optimizer, raw[:1], 1, 0, collate=collate, device=device, bf16=bf16)
+            _timed_steps(trainer.step, raw[:1], 1, 0, trainer.collate, args.device)
             cold = time.perf_counter() - t0
-            r = _timed_steps(compiled, optimizer, raw, args.repeats, args.warmup, collate=collate, device=device,
-                             bf16=bf16)
+            r = _timed_steps(trainer.step, raw, args.repeats, args.warmup, trainer.collate, args.device)
         r["cold_compile_seconds"] = round(cold, 1)
         results["compiled"] = r
     return results
+
+
+def bench_epoch(name: str, splits: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """A training epoch through ``Trainer.fit`` (batches drawn and collated by its loader,
+    progress, metrics row, last.pt / best.pt written, validation), as `molsepnorm train`
+    runs it; on molhiv the epoch is cut at ``--epoch-steps`` steps.  The train part's
+    graphs/s comes from the run's own metrics row."""
+    from molsepnorm.train.loop import Trainer
+
+    limit = {"max_steps": args.epoch_steps} if name == "molhiv" and args.epoch_steps else {}
+    config = experiment(name, args, **limit)
+    with tempfile.TemporaryDirectory(prefix="molsepnorm-epoch-") as tmp:
+        trainer = Trainer(config, splits, run_dir=Path(tmp) / "run")
+        trainer.run_dir.create()
+        t0 = time.perf_counter()
+        result = trainer.fit()
+        total = time.perf_counter() - t0
+    row = result.history[0]
+    return {"steps": result.steps, "graphs": int(round(row["graphs_per_second"] * row["epoch_seconds"])),
+            "train_seconds": round(row["epoch_seconds"], 1), "graphs_per_s_train": round(row["graphs_per_second"], 1),
+            "validation_seconds": round(row["eval_seconds"], 1), "fit_seconds": round(total, 1)}
 
 
 # ----------------------------------------------------------------------------- (c)
@@ -365,8 +390,8 @@ def run_peer(python: str, work: Path, args: argparse.Namespace, smiles: list[str
     """Write the same inputs for the peer, run it with its own interpreter, read its JSON."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "smiles.txt").write_text("\n".join(smiles) + "\n", encoding="utf-8")
-    for name, (dataset, chosen) in sets.items():
-        export_batches(dataset, chosen, work / f"batches-{name}.npz")
+    for name, (splits, chosen) in sets.items():
+        export_batches(splits.train, chosen, work / f"batches-{name}.npz")
     slim = model_config("zinc-subset")
     config = {
         "threads": args.threads, "warmup": args.warmup, "repeats": args.repeats, "preprocess_n": len(smiles),
@@ -449,6 +474,10 @@ def table(result: dict[str, Any]) -> str:
                          fmt(r.get("vs_reference_preprocessing_every_epoch"), "x")))
         rows.append((f"(b) {name}: bucketed collate + step", fmt(mine["bucketed"]["graphs_per_s_with_collate"]),
                      "", ""))
+        if "epoch" in mine:
+            e = mine["epoch"]
+            rows.append((f"(b) {name}: trainer epoch ({e['steps']} steps), graphs/s", fmt(e["graphs_per_s_train"]),
+                         "", ""))
         if "compiled" in mine:
             rows.append((f"(b) {name}: compiled collate + step", fmt(mine["compiled"]["graphs_per_s_with_collate"]),
                          "", ""))
@@ -482,6 +511,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument("--seed", type=int, default=0, help="which molecules form the batches")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd steps")
+    parser.add_argument("--epoch-steps", type=int, default=16,
+                        help="molhiv's timed epoch is cut at this many steps (0: the whole epoch)")
     parser.add_argument("--cpu-malloc", default="heap", choices=["heap", "default"],
                         help="glibc malloc during the training steps of both sides, as `molsepnorm train "
                              "--cpu-malloc`")
@@ -517,22 +548,24 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         from molsepnorm.data import load_dataset
 
         for name in TRAIN_SETS:
-            dataset = load_dataset(name).train
-            sets[name] = (dataset, pick_batches(dataset, args.batch_size, args.batches, args.seed))
+            splits = load_dataset(name)
+            sets[name] = (splits, pick_batches(splits.train, args.batch_size, args.batches, args.seed))
     if "train" in parts:
         result["ours"]["train"] = {}
-        for name, (dataset, chosen) in sets.items():
+        for name, (splits, chosen) in sets.items():
             print(f"(b) training steps on {name} ...", flush=True)
-            result["ours"]["train"][name] = bench_train(name, dataset, chosen, args)
+            result["ours"]["train"][name] = bench_train(name, splits, chosen, args)
+            print(f"(b) a training epoch of {name} through the trainer ...", flush=True)
+            result["ours"]["train"][name]["epoch"] = bench_epoch(name, splits, args)
     if "flops" in parts:
         peak = gemm_peak_gflops(args.threads)
         result["machine"]["gemm_peak_gflops"] = round(peak, 1)
         result["ours"]["flops"] = {}
-        for name, (dataset, chosen) in sets.items():
+        for name, (splits, chosen) in sets.items():
             step = result["ours"].get("train", {}).get(name, {}).get("random", {}).get("step_seconds_median")
             if step is None:
                 continue
-            f = bench_flops(name, dataset, chosen, step)
+            f = bench_flops(name, splits.train, chosen, step)
             f["fraction_of_gemm_peak"] = round(f["train_gflops_per_s"] / peak, 4)
             result["ours"]["flops"][name] = f
     if "predict" in parts:

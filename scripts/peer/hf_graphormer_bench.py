@@ -494,6 +494,11 @@ def bench_train(name, batches, info, cfg, mcfg, threads, torch, hf) -> dict:
     model = GraphormerForGraphClassification(config)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=2e-4, weight_decay=0.01)
+    # the same recipe as molsepnorm's training step: linear warm-up then linear decay,
+    # gradient clipping at norm 5, and no step applied on a non-finite loss or gradient
+    total_steps = 1_000_000
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / (0.1 * total_steps), max(0.0, (total_steps - s) / (0.9 * total_steps))))
     collator = Collator(spatial_pos_max=spatial_pos_max)
     params = sum(p.numel() for p in model.parameters())
 
@@ -540,8 +545,13 @@ def bench_train(name, batches, info, cfg, mcfg, threads, torch, hf) -> dict:
         logits = out.logits.reshape(-1)
         y = batch["labels"].reshape(-1).float()
         loss = loss_fn(logits, y)
+        if not bool(torch.isfinite(loss)):
+            return float("nan")
         loss.backward()
-        opt.step()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        if bool(torch.isfinite(norm)):
+            opt.step()
+            sched.step()
         return float(loss.detach())
 
     def collate(items):
