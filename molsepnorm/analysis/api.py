@@ -163,7 +163,7 @@ def analyze_checkpoints(
     """Spectrum, effective rank and uniformity of the graph-token embeddings of checkpoints.
 
     Args:
-        paths: checkpoint files (``best.pt`` / ``last.pt``).
+        paths: checkpoint files (``best.pt`` / ``last.pt``) or bundled model names.
         dataset: data set name or CSV (default: each model's training data set, with its
             split).
         split: ``train``, ``val``, ``test`` or ``all``.

@@ -141,10 +141,3 @@ def _fmt(value: Any) -> str:
         return "nan" if math.isnan(value) else f"{value:.4f}"
     return str(value)
 
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4f}"
-    return str(value)
