@@ -8,7 +8,9 @@ from typing import Optional, Sequence
 
 import click
 
-from molsepnorm.cli.options import dataset_options, device_option, model_option, part_option
+from molsepnorm.cli.options import dataset_options, device_option, library_default, model_option, part_option
+
+_ANALYZE = "molsepnorm.analysis.api:analyze_checkpoints"
 
 
 @click.command("analyze")
@@ -20,9 +22,11 @@ from molsepnorm.cli.options import dataset_options, device_option, model_option,
 @click.option("--out", "-o", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Folder for analysis.json, spectrum.png and summary.png.")
 @dataset_options(required=False)
-@click.option("--batch-size", type=click.IntRange(min=1), default=256, show_default=True, help="Molecules per batch.")
-@device_option(default="cpu")
-@click.option("--max-points", type=click.IntRange(min=2), default=10_000, show_default=True,
+@click.option("--batch-size", type=click.IntRange(min=1), default=library_default(_ANALYZE, "batch_size"),
+              show_default=True, help="Molecules per batch.")
+@device_option(default=library_default(_ANALYZE, "device"))
+@click.option("--max-points", type=click.IntRange(min=2), default=library_default(_ANALYZE, "uniformity_max_points"),
+              show_default=True,
               help="Uniformity over all pairs up to this many molecules, else over a seeded random subset of "
                    "this size.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads for torch.")

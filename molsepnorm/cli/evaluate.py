@@ -6,15 +6,18 @@ from typing import Optional
 
 import click
 
-from molsepnorm.cli.options import dataset_options, device_option, model_option, part_option
+from molsepnorm.cli.options import dataset_options, device_option, library_default, model_option, part_option
+
+_EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
 
 
 @click.command("evaluate")
 @model_option(required=True)
 @part_option()
 @dataset_options(required=False)
-@click.option("--batch-size", type=click.IntRange(min=1), default=128, show_default=True, help="Molecules per batch.")
-@device_option(default="cpu")
+@click.option("--batch-size", type=click.IntRange(min=1), default=library_default(_EVALUATE, "batch_size"),
+              show_default=True, help="Molecules per batch.")
+@device_option(default=library_default(_EVALUATE, "device"))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Also write the metrics as JSON to this file ('-' for stdout only).")
 def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional[str], smiles_column: Optional[str],

@@ -50,6 +50,15 @@ PART = LibraryChoice("molsepnorm.data.registry:PARTS")
 INPUT_FORMAT = LibraryChoice("molsepnorm.predict.readers:FORMATS")
 
 
+def library_default(ref: str, parameter: str) -> Any:
+    """The default of ``parameter`` of the library function ``"module:function"`` (the CLI
+    shows and uses the library's own default instead of repeating it)."""
+    import inspect
+
+    module, _, name = ref.partition(":")
+    return inspect.signature(getattr(importlib.import_module(module), name)).parameters[parameter].default
+
+
 def apply(options: Sequence[Callable[[Callable], Callable]], func: Callable) -> Callable:
     for option in reversed(options):
         func = option(func)
