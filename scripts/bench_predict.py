@@ -53,11 +53,10 @@ def write_smi(path: Path, n: int) -> str:
 
 def child(args: argparse.Namespace) -> None:
     """One run in this process; prints a JSON line with the figures."""
-    import torch
-
+    from molsepnorm.inference.device import inference_process_settings
     from molsepnorm.predict import Predictor, predict_file
 
-    torch.set_num_threads(args.threads)
+    inference_process_settings(args.threads)  # what `molsepnorm predict` sets
     start = time.perf_counter()
     predictor = Predictor.load(args.model, batch_size=args.batch_size)
     summary = predict_file(predictor, args.input, out=args.out, chunk_size=args.chunk_size, workers=args.workers)

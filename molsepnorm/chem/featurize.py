@@ -57,8 +57,9 @@ class MolGraph(NamedTuple):
     predict`` feeds :func:`~molsepnorm.data.collate_graphs` (which takes these and PyG
     ``Data`` alike) and what crosses process boundaries.  The same arrays as
     ``featurize(..., encodings=True)``; building the PyG ``Data`` (:meth:`to_data`) is left
-    to who needs one, because PyG's per-attribute bookkeeping is about 15 % of the time to
-    featurize a molecule (3,432 vs 4,081 molecules/s, ``scripts/benchmark.py`` part a).
+    to who needs one, because PyG's per-attribute bookkeeping is a noticeable share of the
+    time to featurize a molecule (``scripts/benchmark.py`` part a; figures in
+    docs/benchmarks.md).
     """
 
     x: np.ndarray  # (N, 9) int64 "ogb" / (N, 1) "zinc"
@@ -158,7 +159,7 @@ def _directed(ends: np.ndarray) -> np.ndarray:
 
 
 # RDKit's GetAtoms()/GetBonds() iterators are pure-Python wrappers that re-check the size
-# on every step; indexing directly is about twice as fast on molecule-sized graphs.
+# on every step; indexing directly is faster on molecule-sized graphs (docs/benchmarks.md).
 def _atoms(mol: Chem.Mol) -> list[Chem.Atom]:
     return [mol.GetAtomWithIdx(i) for i in range(mol.GetNumAtoms())]
 

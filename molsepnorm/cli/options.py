@@ -93,7 +93,8 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
         click.option("--split-by", "split_by", default=None,
                      help="CSV: how to split: random | scaffold | column:NAME (a column of train/val/test)."),
         click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split."),
-        click.option("--vocab", type=VOCAB, default=None, help="CSV: featurizer vocabulary (default ogb: any element)."),
+        click.option("--vocab", type=VOCAB, default=None,
+                     help="CSV: featurizer vocabulary (default ogb: any element)."),
     ]
     if deprecated_split:
         options.append(click.option("--split", "split_alias", default=None, hidden=True, callback=_split_alias,

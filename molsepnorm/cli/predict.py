@@ -56,16 +56,10 @@ def _input_options(func: Callable) -> Callable:
 
 def _load_predictor(models: tuple[str, ...], device: str, batch_size: int, threads: Optional[int],
                     max_atoms: int) -> Any:
-    import torch
-
+    from molsepnorm.inference.device import inference_process_settings
     from molsepnorm.predict import Predictor
 
-    # Process-wide settings, made once by the command that owns the process (the library
-    # changes none): torch threads, and oneDNN off -- it caches a kernel per input shape,
-    # and batches of molecules come in ever new shapes, so the cache grows over a large
-    # file for no speed gain on these small matrices (docs/benchmarks.md, "Prediction").
-    torch.set_num_threads(threads or DEFAULT_THREADS)
-    torch.backends.mkldnn.enabled = False
+    inference_process_settings(threads or DEFAULT_THREADS)  # this command owns the process
     return Predictor.load(*models, device=device, batch_size=batch_size, max_atoms=max_atoms)
 
 

@@ -32,8 +32,8 @@ MAX_NODES: int = int(np.iinfo(np.int16).max)
 """Largest graph the int16 tables can describe (node ids and distances must fit)."""
 
 DENSE_MAX_NODES: int = 40
-"""Above this size ``method="auto"`` uses scipy: the dense BFS costs O(N^3) per level
-(measured crossover on NCI molecules: about 40 atoms)."""
+"""Above this size ``method="auto"`` uses scipy: the dense BFS costs O(N^3) per level, and
+this is where scipy overtakes it on NCI molecules (docs/benchmarks.md)."""
 
 _NO_PATH = 1e7  # RDKit's GetDistanceMatrix writes 1e8 between atoms of different fragments
 
@@ -97,7 +97,7 @@ def _dist_scipy(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import shortest_path
 
-    # Building CSR directly is ~4x cheaper than going through COO for molecule-sized graphs.
+    # Building CSR directly is cheaper than going through COO for molecule-sized graphs.
     order = np.argsort(src, kind="stable")
     indptr = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
@@ -118,7 +118,7 @@ def _next_hop(dist: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int) -> np.
     (an ``[E, n]`` test).  Edges are written in order of decreasing ``v`` so the
     lowest-numbered candidate is written last and wins: NumPy applies repeated 1-D
     fancy-index assignments in order (not a documented guarantee; the tests check the
-    tie-break), which is 2x cheaper than ``np.minimum.at``.
+    tie-break), which is cheaper than ``np.minimum.at`` (docs/benchmarks.md).
     """
     out = np.full(n * n, -1, dtype=np.int16)
     if src.size == 0:
@@ -149,11 +149,10 @@ def shortest_paths(
             sparse graphs) or ``"auto"`` (dense up to :data:`DENSE_MAX_NODES` nodes).
             All give identical results.
         distances: hop distances ``[N, N]`` already known for this graph, e.g. RDKit's
-            ``Chem.GetDistanceMatrix(mol)`` (C++: 25 us per molhiv molecule against 80 us
-            for this function's search and next hops; values >= 1e7, RDKit's "no path",
-            and negative ones become :data:`UNREACHABLE`).  Then only the next-hop table is
-            computed.  They must be this graph's distances: that is the caller's promise,
-            not checked here.
+            ``Chem.GetDistanceMatrix(mol)`` (C++, cheaper than this function's own search;
+            values >= 1e7, RDKit's "no path", and negative ones become :data:`UNREACHABLE`).
+            Then only the next-hop table is computed.  They must be this graph's
+            distances: that is the caller's promise, not checked here.
 
     Returns:
         ``(dist, next_hop)``, both int16 ``[N, N]``: hop distances (:data:`UNREACHABLE`
@@ -219,7 +218,8 @@ def edge_paths_batched(spd: Tensor, path_next: Tensor, edge_id: Tensor, max_hops
     eid = edge_id.reshape(-1).long()
     flat_spd = spd.reshape(-1)
     # Walk only the pairs that have a path (in a batch padded to its largest molecule most
-    # pairs are padding), dropping pairs as their paths end: ~5x faster than all B*N*N.
+    # pairs are padding), dropping pairs as their paths end: much faster than walking all
+    # B*N*N (docs/benchmarks.md).
     pair = (flat_spd > 0).nonzero().squeeze(1)  # flat id (b * n + i) * n + j
     remaining = flat_spd[pair].long()
     cur = pair // n  # row b * n + (current node); starts at i

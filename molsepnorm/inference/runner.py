@@ -150,7 +150,8 @@ def run(
     batches = size_batches(sizes, batch_size, tokens, tokens * TOKENS_PER_MOLECULE)[rank::world]
     generator = torch.Generator()  # creating the loader must not draw from the global RNG
     generator.manual_seed(0)
-    loader = DataLoader(graphs, batch_sampler=batches, collate_fn=GraphCollator(max(r.multi_hop_max_dist for r in runners)),
+    collate = GraphCollator(max(r.multi_hop_max_dist for r in runners))
+    loader = DataLoader(graphs, batch_sampler=batches, collate_fn=collate,
                         num_workers=num_workers, generator=generator)
     device = runners[0].device
     modes = [r.model.training for r in runners]

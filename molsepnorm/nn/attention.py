@@ -9,15 +9,14 @@ Two interchangeable implementations, chosen by ``impl``:
   A mask that needs a gradient sends PyTorch to its math kernel anyway; on GPU it may
   still win.  Under autocast the bias is cast to the query dtype.
 
-Measured with ``scripts/bench_attention.py`` (12 slim layers forward + backward, B=256,
-L=41, 1 thread of this project's 2-core CPU, torch 2.13): math 1264 ms, sdpa 1383 ms
-(+9 %), ``torch.compile`` of the stack 1.6x slower (graph breaks at the norms' mask
-checks).  Hence "math".  In float32 it computes the scale, Q K^T and the bias add with one
-``baddbmm`` (one (B, H, L, L) tensor instead of three): whole training steps of
-Graphormer-slim got 14 % faster on 256-molecule ogbg-molhiv batches (L up to 113), within
-noise on ZINC (L ~ 37).  Under autocast the product stays in reduced precision and the
-bias is added in float32, so neither its -inf mask nor its small values are rounded.
-Attention dropout uses :func:`molsepnorm.nn.dropout.dropout`.
+"math" is the default because it is the faster of the two on CPU (forward + backward of a
+Graphormer-slim layer stack, ``scripts/bench_attention.py``; ``torch.compile`` of the
+stack is slower still, its graph breaking at the norms' mask checks).  In float32 it
+computes the scale, Q K^T and the bias add with one ``baddbmm`` (one (B, H, L, L) tensor
+instead of three), which matters on long padded sequences (ogbg-molhiv batches) and little
+on short ones (ZINC).  Figures in ``docs/benchmarks.md``.  Under autocast the product
+stays in reduced precision and the bias is added in float32, so neither its -inf mask nor
+its small values are rounded.  Attention dropout uses :func:`molsepnorm.nn.dropout.dropout`.
 """
 from __future__ import annotations
 

@@ -7,12 +7,11 @@ elements' worth), instead of one Bernoulli draw per element.  ``p`` is thereby r
 a multiple of 2^-16 (0.1 -> 0.100006) and the scale uses the rounded value, so the output
 stays unbiased: E[dropout(x)] = x exactly.
 
-Why: in Graphormer-slim training on this project's CPU, ``bernoulli_`` was the single most
-expensive operation -- 26 % of a ZINC step and 20 % of an ogbg-molhiv step (attention
-dropout acts on every (B, H, L, L) probability).  On a (256, 8, 41, 41) tensor, 1 thread,
-``F.dropout`` took 29 ms and this one 6.6 ms; whole training steps (256 molecules, forward +
-backward + AdamW) got 15 % faster on ZINC and 8 % on ogbg-molhiv.  On other devices (GPU
-dropout is a fused kernel) or for other dtypes, ``F.dropout`` runs unchanged.
+Why: in Graphormer-slim training on CPU, ``F.dropout``'s per-element ``bernoulli_`` is the
+single most expensive operation of a step (attention dropout acts on every (B, H, L, L)
+probability), and the 16-bit mask is several times cheaper to draw; figures in
+``docs/benchmarks.md``.  On other devices (GPU dropout is a fused kernel) or for other
+dtypes, ``F.dropout`` runs unchanged.
 
 The draws come from torch's default generator, so ``torch.manual_seed`` and the RNG
 state saved in checkpoints make runs reproducible exactly as with ``F.dropout``.

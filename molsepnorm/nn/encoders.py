@@ -104,8 +104,8 @@ class EdgePathEncoder(nn.Module):
     (B, N, N, K, H) tensor, each hop's product ``x_e W_n`` is tabulated once per edge
     ((K * E, H), small) and only the real (pair, hop) entries -- about a tenth of the
     padded B * N * N * K on ZINC with K = 20 -- are gathered and summed into their pair
-    with ``index_add``.  On 2 CPU cores this is ~5x faster forward + backward than
-    ``F.embedding_bag`` over the padded index (whose backward sorts every slot).
+    with ``index_add``.  On CPU this is faster forward + backward than ``F.embedding_bag``
+    over the padded index, whose backward sorts every slot (figure in docs/benchmarks.md).
     """
 
     def __init__(self, dims: Sequence[int], num_heads: int, max_hops: int):

@@ -59,8 +59,9 @@ class GraphormerConfig:
     dropout: float = 0.1  # input embeddings and the output of each residual branch
     attention_dropout: float = 0.1  # attention probabilities
     activation_dropout: float = 0.1  # after the FFN's GELU
-    pre_ln: bool = True  # pre-LN layers + final norm (the paper); False: input norm + post-LN layers (fairseq's default)
-    attention: str = "math"  # "math" (faster on CPU, measured) or "sdpa"
+    # True: pre-LN layers + final norm (the paper); False: input norm + post-LN layers (fairseq's default)
+    pre_ln: bool = True
+    attention: str = "math"  # "math" (faster on CPU, see docs/benchmarks.md) or "sdpa"
     # --- normalization: the module used in every norm slot -----------------------------
     norm: str = "sep"  # "sep": SepNorm(cls_norm, token_norm); "share": ShareNorm(token_norm) for all tokens
     cls_norm: str = "batch"  # graph-token norm of SepNorm: "batch" | "layer" | "rms" | "none"
@@ -88,7 +89,8 @@ class GraphormerConfig:
             raise ValueError(f"attention must be one of {ATTENTION_IMPLS}, got {self.attention!r}")
         if self.hidden_dim % self.num_heads != 0:
             raise ValueError(f"hidden_dim {self.hidden_dim} is not divisible by num_heads {self.num_heads}")
-        for name in ("num_layers", "hidden_dim", "ffn_dim", "num_heads", "num_degree", "multi_hop_max_dist", "num_tasks"):
+        for name in ("num_layers", "hidden_dim", "ffn_dim", "num_heads", "num_degree", "multi_hop_max_dist",
+                     "num_tasks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_spatial < 3:

@@ -1,15 +1,13 @@
 """Records -> encoded graphs, a chunk at a time, in this process or in worker processes.
 
 Featurization (RDKit parsing, OGB / ZINC features, shortest paths) is single-threaded
-Python: 0.25 ms of the 0.77 ms per molecule of a prediction with the bundled model, 1
-thread (``scripts/benchmark.py`` parts a and c; it was about 60 % before the featurizer
-got faster).  With
-``workers > 0`` each chunk is split among worker processes while the calling process runs
-the model on the previous chunk; at most two chunks are in flight, so memory stays
-bounded.  Measured on 20,000 molhiv molecules: the main process's CPU time fell from 24.0
-to 14.6 s with one worker (the gain to expect with idle cores), but on a 2-core machine
-already busy with other work the wall time got worse (714 -> 554 molecules/s), hence the
-default of 0.
+Python and a large share of the time per molecule of a prediction with the bundled model
+on one thread (``scripts/benchmark.py`` parts a and c; figures in ``docs/benchmarks.md``).
+With ``workers > 0`` each chunk is split among worker processes while the calling process
+runs the model on the previous chunk; at most two chunks are in flight, so memory stays
+bounded.  A worker takes featurization off the main process, a gain when cores are idle;
+on a machine whose cores are already busy with other work the wall time gets worse, hence
+the default of 0 (figures in ``docs/benchmarks.md``).
 
 Workers are started with ``spawn`` (torch and OpenMP do not survive ``fork`` reliably):
 a few seconds once, and a script that uses them from the Python API needs the usual

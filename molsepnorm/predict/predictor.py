@@ -99,6 +99,10 @@ class Predictor:
     (``batch_size`` molecules at most, ``max_tokens`` padded tokens at most), and
     ``max_atoms``, the largest molecule predicted (larger ones get a row with the reason;
     None: no limit).
+
+    A Predictor changes no process-wide state, so threads may share one.  For a large
+    stream on a CPU, call :func:`molsepnorm.inference.device.inference_process_settings`
+    once first, as the CLI does (it keeps oneDNN's kernel cache from growing).
     """
 
     def __init__(self, members: Sequence[Member], device: Union[str, "torch.device"] = "cpu",

@@ -94,7 +94,7 @@ def wrap_ddp(model: nn.Module, env: DistEnv) -> nn.Module:
 
 def unwrap(model: nn.Module) -> nn.Module:
     """The module inside a DDP wrapper (or the model itself)."""
-    return model.module if hasattr(model, "module") and isinstance(model, nn.parallel.DistributedDataParallel) else model
+    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
 def barrier(env: DistEnv) -> None:

@@ -421,7 +421,8 @@ class Trainer:
         history = self.run_dir.read_metrics() if self.run_dir is not None else []
         if self.run_dir is not None:
             if best_state is not None:
-                self._checkpoint("best", state_dict=best_state, metrics={"val": val, "test": test}).save(self.run_dir.best)
+                best = self._checkpoint("best", state_dict=best_state, metrics={"val": val, "test": test})
+                best.save(self.run_dir.best)
             self.run_dir.write_results({
                 "dataset": self.splits.name, "task": self.task, "metric": self.metric,
                 "norm": self.model_config.norm, "seed": self.tc.seed, "best_epoch": st.best_epoch,

@@ -111,7 +111,8 @@ class TrainStep:
         loss = batch_loss(self.loss, out.float(), target)
         finite = bool(torch.isfinite(loss))
         if ddp.any_rank(not finite, self.env):  # every rank decides together, none hangs in backward
-            what = f"training loss is {float(loss.detach())}" if not finite else "training loss is not finite on another rank"
+            what = (f"training loss is {float(loss.detach())}" if not finite
+                    else "training loss is not finite on another rank")
             return StepResult(float("nan"), batch.num_graphs, what)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -668,8 +668,9 @@ def run_bench(work: Path, out: Path):
     hf = (GraphormerConfig, GraphormerForGraphClassification, preprocess_item, GraphormerDataCollator)
     result["train"] = {}
     # the same glibc malloc setting as our side's training steps (config "cpu_malloc"):
-    # large blocks from the heap, not fresh mmaps; applied to the training part only
-    heap = cfg.get("cpu_malloc") == "heap" and _mallopt_mmap_max(0)
+    # large blocks from the heap, not fresh mmaps, and the heap's free top kept; applied to
+    # the training part only
+    heap = cfg.get("cpu_malloc") == "heap" and _mallopt_heap(True)
     result["cpu_malloc"] = "heap" if heap else "default"
     for name in cfg.get("train_sets", []):
         path = work / f"batches-{name}.npz"
@@ -689,16 +690,17 @@ def run_bench(work: Path, out: Path):
               f"trimmed={r['trimmed_input_edges']}", file=sys.stderr)
         del batches
     if heap:
-        _mallopt_mmap_max(65536)  # glibc's default
+        _mallopt_heap(False)
     out.write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
-def _mallopt_mmap_max(blocks: int) -> bool:
-    """glibc's mallopt(M_MMAP_MAX, blocks) (0: no mmapped blocks); False elsewhere.
+def _mallopt_heap(on: bool) -> bool:
+    """glibc's mallopt: M_MMAP_MAX 0 and M_TRIM_THRESHOLD 2 GiB (on), or glibc's defaults
+    65536 and 128 KiB (off); False elsewhere.
 
-    Its own copy of molsepnorm.train.allocator.set_mmap_max: this script runs in the peer's
-    environment and never imports molsepnorm."""
+    Its own copy of molsepnorm.train.allocator.heap_for_large_blocks: this script runs in
+    the peer's environment and never imports molsepnorm."""
     import ctypes
     import ctypes.util
     import platform
@@ -706,7 +708,9 @@ def _mallopt_mmap_max(blocks: int) -> bool:
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    return libc.mallopt(ctypes.c_int(-4), ctypes.c_int(blocks)) == 1
+    mmap_max, trim = (0, 2**31 - 1) if on else (65536, 128 * 1024)
+    ok = libc.mallopt(ctypes.c_int(-4), ctypes.c_int(mmap_max)) == 1  # M_MMAP_MAX
+    return ok and libc.mallopt(ctypes.c_int(-1), ctypes.c_int(trim)) == 1  # M_TRIM_THRESHOLD
 
 
 def main(argv=None):

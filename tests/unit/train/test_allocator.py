@@ -40,6 +40,8 @@ with heap_for_large_blocks(enabled=False) as applied:
     out["disabled"] = [applied, mmapped_while_holding(size)]
 with heap_for_large_blocks() as applied:
     out["inside"] = [applied, mmapped_while_holding(size)]
+    out["kept_inside"] = int(libc.mallinfo2().fordblks)  # the freed block stays in the heap
+out["free_after"] = int(libc.mallinfo2().fordblks)  # given back on leaving
 out["after"] = mmapped_while_holding(4 * size)  # larger than anything the heap held: glibc's default again
 json.dump(out, sys.stdout)
 """
@@ -60,4 +62,6 @@ def test_large_blocks_come_from_the_heap_only_inside():
     assert out["before"] >= size  # glibc's default: a fresh mmap
     assert out["disabled"] == [False, out["disabled"][1]] and out["disabled"][1] >= size  # nothing changed
     assert out["inside"] == [True, 0]  # from the heap
+    assert out["kept_inside"] >= size  # freed, but kept for the next step: not trimmed
+    assert out["free_after"] < size  # malloc_trim gave it back on leaving
     assert out["after"] >= 4 * size  # the default is back on leaving
