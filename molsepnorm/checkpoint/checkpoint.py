@@ -10,7 +10,8 @@ It holds everything needed to rebuild the model and its input pipeline from the 
 key                           content
 ============================  ==========================================================
 ``format``                    ``"molsepnorm-checkpoint"``
-``format_version``            :data:`FORMAT_VERSION` (checked on load)
+``format_version``            :data:`FORMAT_VERSION` (checked on load; version 1 files are
+                              read too, their model config completed as version 1 built it)
 ``package_version``           molsepnorm version that wrote it
 ``kind``                      ``"best"`` or ``"last"``
 ``created``                   ISO-8601 time of writing (UTC)
@@ -55,7 +56,9 @@ if TYPE_CHECKING:
 PathLike = Union[str, os.PathLike]
 
 FORMAT = "molsepnorm-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Model keys added since version 1, with the value that rebuilds a version-1 model.
+_V1_MODEL_DEFAULTS = {"first_cls_norm": None, "readout": "cls"}
 
 __all__ = ["Checkpoint", "CheckpointError", "DataProvenance", "FeaturizerSpec", "TaskSpec", "FORMAT_VERSION",
            "save_checkpoint"]
@@ -336,7 +339,9 @@ def _read_payload(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a molsepnorm checkpoint (no 'format': {FORMAT!r} field)")
     version = data.get("format_version")
-    if version != FORMAT_VERSION:
+    if version == 1:
+        data = _upgrade_v1(data)
+    elif version != FORMAT_VERSION:
         raise CheckpointError(
             f"{path}: checkpoint format version {version!r}, but molsepnorm {__version__} reads version "
             f"{FORMAT_VERSION}; it was written by molsepnorm {data.get('package_version', '?')}"
@@ -344,6 +349,17 @@ def _read_payload(path: Path) -> dict[str, Any]:
     for key in ("model", "task", "featurizer"):
         if key not in data:
             raise CheckpointError(f"{path}: checkpoint has no {key!r} entry")
+    return data
+
+
+def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 payload as version 2: model keys added since then get version 1's behaviour."""
+    data = dict(data)
+    if isinstance(data.get("model"), dict) and isinstance(data["model"].get("config"), dict):
+        data["model"] = {**data["model"], "config": {**_V1_MODEL_DEFAULTS, **data["model"]["config"]}}
+    if isinstance(data.get("config"), dict) and isinstance(data["config"].get("model"), dict):
+        data["config"] = {**data["config"], "model": {**_V1_MODEL_DEFAULTS, **data["config"]["model"]}}
+    data["format_version"] = FORMAT_VERSION
     return data
 
 

@@ -34,6 +34,11 @@ if TYPE_CHECKING:  # the model reads a batch; it need not import the data packag
 __all__ = ["GraphormerConfig", "GraphormerLayer", "Graphormer"]
 
 NORMS = ("sep", "share")
+READOUTS = ("cls", "cls+sum", "cls+mean")
+# "cls+sum" divides the summed atom states by this: a drug-like molecule has about 25
+# heavy atoms, so the sum starts at the scale of the mean (and of the graph token) and
+# grows in proportion to the molecule.
+SUM_READOUT_SCALE = 1 / 25
 
 
 @dataclass
@@ -66,7 +71,16 @@ class GraphormerConfig:
     norm: str = "sep"  # "sep": SepNorm(cls_norm, token_norm); "share": ShareNorm(token_norm) for all tokens
     cls_norm: str = "batch"  # graph-token norm of SepNorm: "batch" | "layer" | "rms" | "none"
     token_norm: str = "layer"  # atom-token norm (and ShareNorm's only norm): same kinds
+    # SepNorm's graph-token norm in the first slot the graph token enters (layer 0's attention
+    # norm with pre-LN, the input norm with post-LN). The graph token is the same learned
+    # vector for every molecule there, so a batch norm would see no variance but dropout's
+    # (DESIGN 8). None: cls_norm, as every other slot.
+    first_cls_norm: Optional[str] = "layer"
     # --- head -----------------------------------------------------------------------
+    # what the linear head reads: "cls", the graph token (the paper); "cls+sum" / "cls+mean",
+    # the graph token concatenated with the sum (x SUM_READOUT_SCALE) / mean of the atom
+    # states -- a property that is a sum over atoms is linear in the sum
+    readout: str = "cls"
     num_tasks: int = 1  # outputs (logits for classification); the loss belongs to training
 
     def __post_init__(self) -> None:
@@ -82,7 +96,11 @@ class GraphormerConfig:
         self.bond_dims = [int(d) for d in self.bond_dims]
         if self.norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
-        for name in ("cls_norm", "token_norm"):
+        if self.readout not in READOUTS:
+            raise ValueError(f"readout must be one of {READOUTS}, got {self.readout!r}")
+        for name in ("cls_norm", "token_norm", "first_cls_norm"):
+            if name == "first_cls_norm" and self.first_cls_norm is None:
+                continue
             if getattr(self, name) not in NORM_KINDS:
                 raise ValueError(f"{name} must be one of {NORM_KINDS}, got {getattr(self, name)!r}")
         if self.attention not in ATTENTION_IMPLS:
@@ -120,10 +138,14 @@ class GraphormerConfig:
         return cls.from_dict(doc["model"])
 
 
-def make_norm(cfg: GraphormerConfig) -> nn.Module:
-    """The module of one normalization slot, called as ``norm(x (B, L, D), mask (B, L))``."""
+def make_norm(cfg: GraphormerConfig, first: bool = False) -> nn.Module:
+    """The module of one normalization slot, called as ``norm(x (B, L, D), mask (B, L))``.
+
+    ``first``: the first slot the graph token enters, where SepNorm uses ``first_cls_norm``.
+    """
     if cfg.norm == "sep":
-        return SepNorm(cfg.hidden_dim, cls_norm=cfg.cls_norm, token_norm=cfg.token_norm, cls_index=0)
+        cls_norm = cfg.first_cls_norm if first and cfg.first_cls_norm is not None else cfg.cls_norm
+        return SepNorm(cfg.hidden_dim, cls_norm=cls_norm, token_norm=cfg.token_norm, cls_index=0)
     return ShareNorm(cfg.hidden_dim, norm=cfg.token_norm)
 
 
@@ -134,12 +156,12 @@ class GraphormerLayer(nn.Module):
     post-LN: x = Norm1(x + Drop(Attn(x, bias)));  x = Norm2(x + Drop(FFN(x)))
     """
 
-    def __init__(self, cfg: GraphormerConfig):
+    def __init__(self, cfg: GraphormerConfig, first: bool = False):
         super().__init__()
         self.pre_ln = cfg.pre_ln
         self.dropout = cfg.dropout
         self.activation_dropout = cfg.activation_dropout
-        self.attn_norm = make_norm(cfg)
+        self.attn_norm = make_norm(cfg, first=first and cfg.pre_ln)
         self.attn = BiasedSelfAttention(cfg.hidden_dim, cfg.num_heads, cfg.attention_dropout, cfg.attention)
         self.ffn_norm = make_norm(cfg)
         self.fc1 = nn.Linear(cfg.hidden_dim, cfg.ffn_dim)
@@ -180,7 +202,8 @@ class Graphormer(nn.Module):
     once per batch and shared by all layers.  Norm slots: two per layer plus the final
     norm (pre-LN) or the input norm (post-LN), each a SepNorm or a ShareNorm that is
     given the padding mask.  The prediction is a linear head on the graph token after
-    the final norm.
+    the final norm (``readout="cls"``), or on the graph token concatenated with the sum or
+    mean of the atom states (``"cls+sum"`` / ``"cls+mean"``).
     """
 
     def __init__(self, config: GraphormerConfig):
@@ -194,10 +217,10 @@ class Graphormer(nn.Module):
             config.bond_dims, config.num_heads, config.num_spatial, config.multi_hop_max_dist
         )
         # pre-LN ends with a final norm; post-LN (as fairseq's Graphormer) starts with one
-        self.input_norm = None if config.pre_ln else make_norm(config)
-        self.layers = nn.ModuleList(GraphormerLayer(config) for _ in range(config.num_layers))
+        self.input_norm = None if config.pre_ln else make_norm(config, first=True)
+        self.layers = nn.ModuleList(GraphormerLayer(config, first=i == 0) for i in range(config.num_layers))
         self.final_norm = make_norm(config) if config.pre_ln else None
-        self.head = nn.Linear(D, config.num_tasks)
+        self.head = nn.Linear(D if config.readout == "cls" else 2 * D, config.num_tasks)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -241,11 +264,24 @@ class Graphormer(nn.Module):
             h = self.final_norm(h, mask)
         return h
 
+    def readout(self, h: Tensor, batch: GraphBatch) -> Tensor:
+        """The head's input from the token states h (B, N+1, D): (B, D) or (B, 2D)."""
+        g = h[:, 0]  # (B, D) graph token
+        if self.config.readout == "cls":
+            return g
+        pooled = (h[:, 1:] * batch.node_mask.unsqueeze(-1)).sum(1)  # (B, D), padding left out
+        if self.config.readout == "cls+sum":
+            pooled = pooled * SUM_READOUT_SCALE
+        else:
+            pooled = pooled / batch.node_mask.sum(1, keepdim=True).clamp(min=1)
+        return torch.cat([g, pooled], -1)
+
     def embed(self, batch: GraphBatch) -> Tensor:
-        """The graph-token embedding after the last norm (the head's input): (B, D)."""
+        """The graph-token embedding after the last norm: (B, D)."""
         return self.encode(batch)[:, 0]
 
     def forward(self, batch: GraphBatch, return_embedding: bool = False) -> Tensor:
-        """(B, num_tasks) outputs (logits for classification), or (B, D) with ``return_embedding``."""
-        g = self.embed(batch)  # (B, D)
-        return g if return_embedding else self.head(g)
+        """(B, num_tasks) outputs (logits for classification), or the (B, D) graph-token
+        embedding with ``return_embedding``."""
+        h = self.encode(batch)  # (B, N+1, D)
+        return h[:, 0] if return_embedding else self.head(self.readout(h, batch))

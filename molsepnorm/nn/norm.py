@@ -41,7 +41,7 @@ __all__ = [
     "ShareNorm",
 ]
 
-NORM_KINDS = ("batch", "layer", "rms", "none")
+NORM_KINDS = ("batch", "batchrenorm", "layer", "rms", "none")
 LAYOUTS = ("BLD", "LBD")
 SINGLE_SAMPLE_POLICIES = ("running", "raise")
 
@@ -271,8 +271,59 @@ class MaskedBatchNorm(MaskedNorm):
         return bn(v)
 
 
+class MaskedBatchRenorm(MaskedBatchNorm):
+    r"""Batch Renormalization (Ioffe, "Batch Renormalization: Towards Reducing Minibatch
+    Dependence in Batch-Normalized Models", NeurIPS 2017) over the real tokens of a batch.
+
+    In training, after ``warmup`` batches of plain batch norm:
+
+    .. math::
+        \hat x = \frac{x - \mu_\mathcal{B}}{\sigma_\mathcal{B}} r + d, \quad
+        r = \mathrm{clip}_{[1/r_{max}, r_{max}]}\Big(\frac{\sigma_\mathcal{B}}{\sigma}\Big), \quad
+        d = \mathrm{clip}_{[-d_{max}, d_{max}]}\Big(\frac{\mu_\mathcal{B} - \mu}{\sigma}\Big)
+
+    with :math:`\mu, \sigma` the running statistics and no gradient through ``r`` and
+    ``d``: within the clip range a sample is normalized by the running statistics, as in
+    eval mode, while gradients still see the batch. For batches that are not drawn i.i.d.
+    -- size-bucketed batches of molecules, whose graph tokens share their size -- plain
+    batch norm removes what the batch has in common in training but not in eval. Eval
+    mode is ``nn.BatchNorm1d``'s (running statistics). Shapes and masking as
+    :class:`MaskedBatchNorm`.
+    """
+
+    kind = "batchrenorm"
+
+    def __init__(self, dim: int, *args: Any, r_max: float = 3.0, d_max: float = 5.0, warmup: int = 100,
+                 **kw: Any):
+        super().__init__(dim, *args, **kw)
+        self.r_max, self.d_max, self.warmup = r_max, d_max, warmup
+
+    def _normalize(self, v: Tensor) -> Tensor:
+        bn = self.bn
+        if (not self.training or isinstance(bn, nn.SyncBatchNorm) or bn.running_mean is None or v.shape[0] < 2
+                or int(bn.num_batches_tracked) < self.warmup):
+            return super()._normalize(v)
+        mean = v.mean(0)  # (D,)
+        var = v.var(0, unbiased=False)
+        std = (var + bn.eps).sqrt()
+        with torch.no_grad():
+            running_std = (bn.running_var + bn.eps).sqrt()
+            r = (std / running_std).clamp(1 / self.r_max, self.r_max)
+            d = ((mean - bn.running_mean) / running_std).clamp(-self.d_max, self.d_max)
+            momentum = bn.momentum if bn.momentum is not None else 1 / float(bn.num_batches_tracked + 1)
+            n = v.shape[0]
+            bn.running_mean.lerp_(mean, momentum)
+            bn.running_var.lerp_(var * n / (n - 1), momentum)
+            bn.num_batches_tracked.add_(1)
+        out = (v - mean) / std * r + d
+        if bn.weight is not None:
+            out = out * bn.weight + bn.bias
+        return out
+
+
 _KINDS: dict[str, type[MaskedNorm]] = {
     "batch": MaskedBatchNorm,
+    "batchrenorm": MaskedBatchRenorm,
     "layer": MaskedLayerNorm,
     "rms": MaskedRMSNorm,
     "none": MaskedIdentity,
@@ -304,7 +355,7 @@ def create_norm(kind: str, dim: int, **kw: Any) -> MaskedNorm:
 def _norm_kwargs(kind: str, eps: float, momentum: Optional[float], affine: bool, single_sample: str,
                  device: Any, dtype: Optional[torch.dtype]) -> dict[str, Any]:
     kw: dict[str, Any] = dict(eps=eps, affine=affine, device=device, dtype=dtype)
-    if kind == "batch":
+    if kind in ("batch", "batchrenorm"):
         kw.update(momentum=momentum, single_sample=single_sample)
     return kw
 

@@ -143,6 +143,9 @@ def resume(
     try:
         setup_logger(rd if env.is_main else None, env.is_main, console=console)
         checkpoint = Checkpoint.load(rd.last)
+        # the model as last.pt built it: a run begun by an older molsepnorm has a config.yaml
+        # without the model keys added since, which Checkpoint.load completes
+        config.model = dict(checkpoint.model_config)
         splits = load_splits(config, env)
         _check_same_split(rd, splits)
         trainer = Trainer(config, splits, run_dir=rd, env=env)

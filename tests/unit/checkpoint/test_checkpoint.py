@@ -157,3 +157,29 @@ def test_no_temporary_file_left_on_success(tmp_path):
     save_checkpoint(_payload(), tmp_path / "a.pt")
     save_checkpoint(_payload(), tmp_path / "a.pt")
     assert sorted(os.listdir(tmp_path)) == ["a.pt"]
+
+
+def test_version_1_file_rebuilds_its_model_as_version_1_did(tmp_path):
+    """Version 1 had neither ``first_cls_norm`` nor ``readout``: its layer 0 graph-token norm
+    was a BatchNorm and its head read the graph token. Such a file loads into that model."""
+    from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
+
+    config = GraphormerConfig(vocab="ogb", num_layers=2, hidden_dim=16, ffn_dim=16, num_heads=2,
+                              first_cls_norm=None, readout="cls")
+    model = Graphormer(config)
+    old = config.to_dict()
+    del old["first_cls_norm"], old["readout"]
+    payload = {**_payload(), "model": {"config": old, "state_dict": model.state_dict()},
+               "config": {"model": dict(old), "train": {}, "data": {}},
+               "format": "molsepnorm-checkpoint", "format_version": 1, "package_version": "0.1.0"}
+    payload["task"] = {**payload["task"], "target_names": ["a"]}
+    path = tmp_path / "v1.pt"
+    torch.save(payload, path)
+    loaded = Checkpoint.load(path)
+    assert loaded.model_config["first_cls_norm"] is None and loaded.model_config["readout"] == "cls"
+    assert loaded.config["model"]["first_cls_norm"] is None
+    rebuilt = loaded.build_model()
+    assert "layers.0.attn_norm.cls_norm.bn.running_var" in rebuilt.state_dict()
+    assert all(torch.equal(rebuilt.state_dict()[k], v) for k, v in model.state_dict().items())
+    assert "layers.0.attn_norm.cls_norm.bn.running_var" not in Graphormer(
+        GraphormerConfig(**{**old, "num_tasks": 1})).state_dict(), "today's default differs, so the test means it"

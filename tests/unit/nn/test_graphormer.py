@@ -13,6 +13,7 @@ from molsepnorm.data.collate import collate_graphs
 from molsepnorm.encodings import GraphormerEncoding
 from molsepnorm.nn.encoders import EdgePathEncoder, SpatialEncoder
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
+from molsepnorm.nn.norm import MaskedLayerNorm
 
 REPO = Path(__file__).resolve().parents[3]
 ENCODE = GraphormerEncoding()
@@ -112,7 +113,7 @@ def test_eval_output_independent_of_batch_mates_and_padding(norm):
     big = graph(LARGE, vocab)
     model = warm_up(model_for(small_config(vocab, norm)), collate_graphs(mixed(vocab), K))
     if norm == "sep":  # the [CLS] BatchNorm really is in eval mode with learned statistics
-        bn = model.layers[0].attn_norm.cls_norm.bn
+        bn = model.layers[0].ffn_norm.cls_norm.bn
         assert bn.num_batches_tracked == 3 and not torch.allclose(bn.running_mean, torch.zeros_like(bn.running_mean))
     run = lambda mols: torch.cat([model(collate_graphs(mols, K)),  # noqa: E731
                                   model.embed(collate_graphs(mols, K))], 1)  # (B, tasks + D)
@@ -299,3 +300,83 @@ def test_edge_path_encoder_matches_explicit_formula():
     expected = summed / batch.spd.clamp(1, K).unsqueeze(-1)
     torch.testing.assert_close(got, expected.permute(0, 3, 1, 2), atol=1e-6, rtol=1e-5)
     assert got.abs().sum() > 0
+
+
+# ----------------------------------------------------- first graph-token norm, readouts
+@pytest.mark.parametrize("pre_ln", [True, False])
+def test_first_graph_token_slot_is_not_a_batch_norm_by_default(pre_ln):
+    """The graph token enters its first norm as the same vector for every molecule: a
+    BatchNorm there has only dropout's noise to normalise (DESIGN 8); it gets a LayerNorm."""
+    model = model_for(small_config(pre_ln=pre_ln))
+    first = model.layers[0].attn_norm if pre_ln else model.input_norm
+    assert isinstance(first.cls_norm, MaskedLayerNorm)
+    others = [layer.ffn_norm for layer in model.layers] + [layer.attn_norm for layer in model.layers[1:]]
+    assert all(hasattr(norm.cls_norm, "bn") for norm in others)
+    legacy = model_for(small_config(pre_ln=pre_ln, first_cls_norm=None))
+    first = legacy.layers[0].attn_norm if pre_ln else legacy.input_norm
+    assert hasattr(first.cls_norm, "bn")
+
+
+def test_first_graph_token_slot_train_and_eval_agree_without_dropout():
+    """With the LayerNorm first slot the graph token enters layer 0 the same way in train and
+    eval; with a BatchNorm there (legacy) and dropout on, the eval output is far from any
+    train-mode output because that BatchNorm's running variance is dropout noise."""
+    batch = collate_graphs(mixed("zinc"), K)
+    no_drop = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
+    model = model_for(small_config(**no_drop))
+    model.train()
+    with torch.no_grad():
+        train_tokens = model.layers[0].attn_norm(model_input(model, batch), token_mask(batch))
+        model.eval()
+        eval_tokens = model.layers[0].attn_norm(model_input(model, batch), token_mask(batch))
+    torch.testing.assert_close(train_tokens[:, 0], eval_tokens[:, 0], atol=ATOL, rtol=0)
+    first = train_tokens[:, 0]
+    torch.testing.assert_close(first, first[:1].expand_as(first), atol=ATOL, rtol=0)  # batch-constant
+
+
+def model_input(model: Graphormer, batch):
+    """The (B, N+1, D) tokens before layer 0 (no dropout), as Graphormer.encode builds them."""
+    atoms = model.atom_encoder(batch.x) + model.degree_encoder(batch.degree)
+    atoms = atoms * batch.node_mask.unsqueeze(-1)
+    B = atoms.size(0)
+    return torch.cat([model.graph_token.view(1, 1, -1).expand(B, 1, -1), atoms], 1)
+
+
+def token_mask(batch):
+    B = batch.node_mask.size(0)
+    return torch.cat([batch.node_mask.new_ones(B, 1), batch.node_mask], 1)
+
+
+@pytest.mark.parametrize("readout", ["cls+sum", "cls+mean"])
+def test_pooled_readouts_ignore_padding_and_batch_mates(readout):
+    drug, big = graph(DRUG, "zinc"), graph(LARGE, "zinc")
+    model = warm_up(model_for(small_config(readout=readout)), collate_graphs(mixed("zinc"), K))
+    assert model.head.in_features == 2 * 32
+    with torch.no_grad():
+        alone = model(collate_graphs([drug], K))[0]
+        padded = model(collate_graphs([big, drug], K))[1]  # the drug padded from 13 to 154 atoms
+    torch.testing.assert_close(padded, alone, atol=ATOL, rtol=0)
+
+
+def test_sum_readout_reads_the_sum_of_atom_states():
+    """The head's input is [graph token, sum of atom states x SUM_READOUT_SCALE]: checked
+    against the token states encode() returns."""
+    from molsepnorm.nn.graphormer import SUM_READOUT_SCALE
+
+    batch = collate_graphs(mixed("zinc"), K)
+    model = warm_up(model_for(small_config(readout="cls+sum")), batch)
+    with torch.no_grad():
+        h = model.encode(batch)
+        expected = torch.stack([
+            torch.cat([h[b, 0], h[b, 1:1 + int(batch.node_mask[b].sum())].sum(0) * SUM_READOUT_SCALE])
+            for b in range(h.size(0))])
+        torch.testing.assert_close(model.readout(h, batch), expected, atol=ATOL, rtol=0)
+        torch.testing.assert_close(model(batch), model.head(expected), atol=ATOL, rtol=0)
+        torch.testing.assert_close(model(batch, return_embedding=True), h[:, 0], atol=ATOL, rtol=0)
+
+
+def test_new_keys_are_validated():
+    with pytest.raises(ValueError, match="readout"):
+        small_config(readout="sum")
+    with pytest.raises(ValueError, match="first_cls_norm"):
+        small_config(first_cls_norm="group")

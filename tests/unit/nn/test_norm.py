@@ -47,10 +47,13 @@ def ref_rms(x, w, eps=EPS):
 
 
 class RefBatch:
-    """BatchNorm1d by hand on (N, D): biased variance to normalize, unbiased for running_var."""
+    """BatchNorm1d by hand on (N, D): biased variance to normalize, unbiased for running_var.
 
-    def __init__(self, w, b, dim=D):
-        self.w, self.b = w, b
+    With ``renorm=(r_max, d_max, warmup)``: Batch Renormalization (Ioffe 2017) after
+    ``warmup`` training batches, r and d from the running statistics before the update."""
+
+    def __init__(self, w, b, dim=D, renorm=None):
+        self.w, self.b, self.renorm = w, b, renorm
         self.rm, self.rv, self.steps = torch.zeros(dim), torch.ones(dim), 0
 
     def __call__(self, x, training):
@@ -60,10 +63,16 @@ class RefBatch:
         m = x.sum(0) / n
         v_biased = ((x - m) ** 2).sum(0) / n
         v_unbiased = ((x - m) ** 2).sum(0) / (n - 1)
+        y = (x - m) / torch.sqrt(v_biased + EPS)
+        if self.renorm is not None and self.steps >= self.renorm[2]:
+            r_max, d_max, _ = self.renorm
+            r = (torch.sqrt(v_biased + EPS) / torch.sqrt(self.rv + EPS)).clamp(1 / r_max, r_max)
+            d = ((m - self.rm) / torch.sqrt(self.rv + EPS)).clamp(-d_max, d_max)
+            y = y * r + d
         self.rm = (1 - MOM) * self.rm + MOM * m
         self.rv = (1 - MOM) * self.rv + MOM * v_unbiased
         self.steps += 1
-        return (x - m) / torch.sqrt(v_biased + EPS) * self.w + self.b
+        return y * self.w + self.b
 
 
 def randomize(module: nn.Module, seed: int = 0) -> None:
@@ -81,6 +90,8 @@ def ref_for(norm):
     b = None if inner is None or getattr(inner, "bias", None) is None else inner.bias.detach().clone()
     if norm.kind == "batch":
         return RefBatch(w, b)
+    if norm.kind == "batchrenorm":
+        return RefBatch(w, b, renorm=(norm.r_max, norm.d_max, norm.warmup))
     if norm.kind == "layer":
         return lambda x, training: ref_layer(x, w, b)
     if norm.kind == "rms":
@@ -115,7 +126,7 @@ KIND_PAIRS = [("batch", "layer"), ("batch", "batch"), ("batch", "rms"), ("layer"
 
 # ------------------------------------------------------------------------ create_norm
 def test_create_norm_kinds_wrap_torch_modules():
-    expected = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm, "rms": nn.RMSNorm}
+    expected = {"batch": nn.BatchNorm1d, "batchrenorm": nn.BatchNorm1d, "layer": nn.LayerNorm, "rms": nn.RMSNorm}
     for kind in NORM_KINDS:
         norm = create_norm(kind, D)
         assert norm.kind == kind
@@ -150,7 +161,7 @@ def test_token_norm_matches_formula(kind):
     norm.eval()
     assert torch.allclose(norm(x, mask)[mask], ref(x[mask], False), atol=ATOL)
     assert torch.allclose(norm(x).reshape(-1, D), ref(x.reshape(-1, D), False), atol=ATOL)
-    if kind == "batch":
+    if kind in ("batch", "batchrenorm"):
         assert torch.allclose(norm.bn.running_mean, ref.rm, atol=ATOL)
         assert torch.allclose(norm.bn.running_var, ref.rv, atol=ATOL)
         assert int(norm.bn.num_batches_tracked) == ref.steps == 3
@@ -410,3 +421,59 @@ def test_every_kind_pair_constructs():
     for cls_kind, token_kind in itertools.product(NORM_KINDS, NORM_KINDS):
         y = SepNorm(D, cls_norm=cls_kind, token_norm=token_kind)(*padded_batch())
         assert y.shape == (5, 7, D) and torch.isfinite(y).all()
+
+
+# ------------------------------------------------------------------ batch renormalization
+def test_batch_renorm_matches_formula_after_warmup():
+    norm = create_norm("batchrenorm", D, momentum=MOM, r_max=1.5, d_max=0.5, warmup=2)
+    randomize(norm)
+    ref = ref_for(norm)
+    x, mask = padded_batch()
+    norm.train()
+    for step in range(6):  # 2 plain batch-norm steps, then renormalized ones (the clips are hit)
+        xs = x * (1 + step) + 3 * step
+        y = norm(xs, mask)
+        torch.testing.assert_close(y[mask], ref(xs[mask], True), atol=ATOL, rtol=0)
+        assert torch.all(y[~mask] == 0)
+    assert int(norm.bn.num_batches_tracked) == 6
+    torch.testing.assert_close(norm.bn.running_mean, ref.rm, atol=ATOL, rtol=0)
+    torch.testing.assert_close(norm.bn.running_var, ref.rv, atol=ATOL, rtol=0)
+
+
+def test_batch_renorm_trains_on_shifted_batches_as_it_evaluates():
+    """Batches that are not i.i.d. (each shifted by its own offset, as size-bucketed
+    graph tokens are): batch norm removes the offset in training but not in eval; batch
+    renorm normalizes a batch in training much as eval mode will."""
+    g = torch.Generator().manual_seed(0)
+    offsets = [-2.0, -1.0, 0.0, 1.0, 2.0]
+    gaps = {}
+    for kind in ("batch", "batchrenorm"):
+        norm = create_norm(kind, D, momentum=0.05) if kind == "batch" else \
+            create_norm(kind, D, momentum=0.05, warmup=20)
+        norm.train()
+        for step in range(400):
+            norm(torch.randn(32, D, generator=g) + offsets[step % 5])
+        batch = torch.randn(32, D, generator=g) + 2.0
+        train_out = norm(batch)
+        norm.eval()
+        gaps[kind] = (train_out - norm(batch)).abs().mean().item()
+    assert gaps["batch"] > 1.0, gaps  # the offset (in running-std units, ~1.4) is lost in training
+    assert gaps["batchrenorm"] < 0.25 * gaps["batch"], gaps
+
+
+def test_batch_renorm_gradients_and_eval():
+    norm = create_norm("batchrenorm", D, warmup=1)
+    x, mask = padded_batch()
+    norm.train()
+    norm(x, mask)
+    x2 = (x * 3 + 1).requires_grad_(True)
+    y = norm(x2, mask)
+    (y[mask] ** 3).sum().backward()
+    assert torch.isfinite(x2.grad).all() and x2.grad[mask].abs().sum() > 0
+    assert torch.all(x2.grad[~mask] == 0)
+    assert norm.bn.weight.grad is not None and norm.bn.bias.grad is not None
+    norm.eval()
+    ref = nn.BatchNorm1d(D)
+    ref.load_state_dict(norm.bn.state_dict())
+    ref.eval()
+    torch.testing.assert_close(norm(x, mask)[mask], ref(x[mask]), atol=ATOL, rtol=0)
