@@ -216,7 +216,8 @@ def train_ours(table: Table, data: Path, test: Path, out: Path, seed: int, extra
     results = json.loads((out / "run" / "results.json").read_text())
     return {"train_command": shlex.join(train), "predict_command": shlex.join(predict),
             "train_seconds": train_s, "predict_seconds": predict_s,
-            "epochs": results.get("epochs_run", results.get("epoch")),
+            "epochs": results.get("epochs"), "best_epoch": results.get("best_epoch"),
+            "own_test_metrics": results.get("test"),  # the trainer's own score: a cross-check
             "predictions": preds[table.targets].to_numpy(dtype=float)}
 
 

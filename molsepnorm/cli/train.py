@@ -19,6 +19,7 @@ _OVERRIDES = {
     "dataset": "data.dataset",
     "data_root": "data.data_root",
     "norm": "model.norm",
+    "cls_norm": "model.cls_norm",
     "epochs": "train.epochs",
     "max_steps": "train.max_steps",
     "batch_size": "train.batch_size",
@@ -41,10 +42,15 @@ _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
 @click.command("train")
 @dataset_options(required=False, deprecated_split=True)
 @click.option("--norm", type=NORM, default=None,
-              help="SepNorm (BatchNorm for the graph token, LayerNorm for atoms) or ShareNorm (one LayerNorm).")
+              help="SepNorm (the graph token and the atoms normalized by separate norms) or ShareNorm (one "
+                   "LayerNorm for all tokens).")
+@click.option("--cls-norm", type=LibraryChoice("molsepnorm.nn.norm:NORM_KINDS"), default=None,
+              help="SepNorm's graph-token norm: layer (default), batch (the paper's BatchNorm across the batch), "
+                   "batchrenorm, rms, none.")
 @click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False), default=None,
               help="YAML preset with model:/train:/data: sections, e.g. configs/zinc-slim.yaml. Flags override it.")
-@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Epochs to train.")
+@click.option("--epochs", type=click.IntRange(min=1), default=None,
+              help="Epochs to train (default: auto, 50, up to 100 on a data set of a few hundred molecules).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Stop after this many optimizer steps (the schedule decays over them).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,

@@ -169,7 +169,11 @@ class Trainer:
 
     def _budget(self) -> tuple[int, int]:
         """``(epochs to run, scheduler length in steps)`` from ``epochs`` and ``max_steps``."""
+        from molsepnorm.train.config import auto_epochs
+
         epochs, max_steps = self.tc.epochs, self.tc.max_steps
+        if epochs == "auto":
+            epochs = auto_epochs(self.steps_per_epoch)
         if epochs is None:
             assert max_steps is not None
             # a bucketed epoch's length varies a little; the loop stops at max_steps anyway
@@ -206,7 +210,7 @@ class Trainer:
             self._train_epoch()  # a last, partial epoch when max_steps ends it
             self._end_epoch()
         if stopped == "epochs" and self.tc.max_steps is not None and self.state.step >= self.tc.max_steps \
-                and (self.tc.epochs is None or self.state.epoch < self.tc.epochs):
+                and (self.tc.epochs is None or self.state.epoch < self.max_epochs):
             stopped = "max_steps"
         result = self._finish(stopped, time.perf_counter() - start)
         if self.run_dir is not None:
@@ -222,9 +226,15 @@ class Trainer:
         log.info("model Graphormer norm=%s, %d layers, hidden %d, %d parameters; device %s%s", mc.norm,
                  mc.num_layers, mc.hidden_dim, n_params, self.device,
                  f" x {self.env.world_size} processes" if self.env.is_distributed else "")
-        log.info("training: %d epochs x %d steps (%d steps in all, %d warm-up), batch %d, lr %g, loss %s%s",
-                 self.max_epochs, self.steps_per_epoch, self.total_steps, self.warmup_steps, tc.batch_size,
-                 tc.lr, self.step.loss, f", {self.scaler!r}" if self.scaler else "")
+        log.info("training: %d epochs%s x %d steps (%d steps in all, %d warm-up), batch %d, lr %g, loss %s%s",
+                 self.max_epochs, " (auto)" if tc.epochs == "auto" else "", self.steps_per_epoch, self.total_steps,
+                 self.warmup_steps, tc.batch_size, tc.lr, self.step.loss, f", {self.scaler!r}" if self.scaler else "")
+        batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
+        if tc.batching == "bucket" and "batch" in batch_kinds:
+            log.warning("a batch norm (model %s) with size-bucketed batches: each batch holds molecules of one "
+                        "size, so training normalizes size away and evaluation (running statistics) does not. "
+                        "Prefer --batching random, or the batchrenorm kind (docs/accuracy.md).",
+                        "cls_norm" if mc.cls_norm == "batch" and mc.norm == "sep" else "token_norm")
         if self.run_dir is not None:
             log.info("run directory %s", self.run_dir.path)
 

@@ -27,7 +27,7 @@ def test_two_cpu_processes_train_with_rank0_io(tmp_path):
     run = tmp_path / "ddp"
     # 240 training molecules, batches of 32: 8 batches per epoch, 4 per rank
     args = ["--nproc", "2", "--config", str(TINY), "--dataset", str(csv), "--epochs", "2", "--batch-size", "32",
-            "--threads", "1", "--no-progress", "--out", str(run)]
+            "--batching", "random", "--threads", "1", "--no-progress", "--out", str(run)]
     done = subprocess.run([sys.executable, "-m", "molsepnorm.cli.train", *args], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -13,6 +13,8 @@ from molsepnorm.train.config import load_experiment_config
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
 MIN_R2 = 0.93
+DEFAULT_MIN_R2 = 0.95
+DEFAULT_MAX_MAE = 3.0
 
 
 def test_training_learns_tpsa(tmp_path):
@@ -23,3 +25,19 @@ def test_training_learns_tpsa(tmp_path):
     assert len(curve) == 8 and curve[0] < max(curve)  # it improves over the run
     assert result.val["r2"] >= MIN_R2, curve
     assert result.test["r2"] >= MIN_R2 and result.test["mae"] < 8.0  # Å², TPSA's std is about 40
+
+
+def test_the_default_recipe_learns_tpsa(tmp_path):
+    """The library's own defaults (no preset: the CPU model, bucketed batches, lr 5e-4), cut
+    to 6 epochs, on one thread (about 15 s). Measured at seed 0: validation R² 0.976, test
+    MAE 1.88 Å². The same with the paper's BatchNorm graph token (``model.cls_norm:
+    batch``): R² 0.808, MAE 10.9; with the head on the graph token alone (``model.readout:
+    cls``): R² 0.897, MAE 4.04 -- so this test guards both choices of the defaults."""
+    from molsepnorm.train.config import ExperimentConfig, apply_overrides
+
+    config = apply_overrides(ExperimentConfig(), {"data.dataset": "nci-tpsa", "train.epochs": 6, "train.seed": 0,
+                                                  "train.threads": 1, "train.progress": False})
+    result = train(config, out=tmp_path / "run", console=False)
+    assert result.epochs == 6 and result.stopped == "epochs"
+    assert result.val["r2"] >= DEFAULT_MIN_R2, [row["val_r2"] for row in result.history]
+    assert result.test["mae"] < DEFAULT_MAX_MAE

@@ -148,7 +148,8 @@ def test_wrong_format_and_version(tmp_path):
     torch.save({"weights": torch.zeros(2)}, path)
     with pytest.raises(CheckpointError, match="not a molsepnorm checkpoint"):
         load_checkpoint(path)
-    torch.save({"format": "molsepnorm-checkpoint", "format_version": FORMAT_VERSION + 1, "package_version": "9.9"}, path)
+    torch.save({"format": "molsepnorm-checkpoint", "format_version": FORMAT_VERSION + 1, "package_version": "9.9"},
+               path)
     with pytest.raises(CheckpointError, match=r"a\.pt.*format version"):
         load_checkpoint(path)
 
@@ -165,7 +166,7 @@ def test_version_1_file_rebuilds_its_model_as_version_1_did(tmp_path):
     from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 
     config = GraphormerConfig(vocab="ogb", num_layers=2, hidden_dim=16, ffn_dim=16, num_heads=2,
-                              first_cls_norm=None, readout="cls")
+                              cls_norm="batch", first_cls_norm=None, readout="cls")  # version 1's defaults
     model = Graphormer(config)
     old = config.to_dict()
     del old["first_cls_norm"], old["readout"]

@@ -41,8 +41,9 @@ def graph(smiles: str, vocab: str):
 
 
 def small_config(vocab: str = "zinc", norm: str = "sep", **kw) -> GraphormerConfig:
+    # the paper's SepNorm (BatchNorm graph token), whose batch semantics these tests check
     base = dict(vocab=vocab, norm=norm, num_layers=2, hidden_dim=32, ffn_dim=48, num_heads=4,
-                multi_hop_max_dist=K, num_tasks=3)
+                multi_hop_max_dist=K, num_tasks=3, cls_norm="batch", readout="cls")
     return GraphormerConfig(**{**base, **kw})
 
 
@@ -373,6 +374,17 @@ def test_sum_readout_reads_the_sum_of_atom_states():
         torch.testing.assert_close(model.readout(h, batch), expected, atol=ATOL, rtol=0)
         torch.testing.assert_close(model(batch), model.head(expected), atol=ATOL, rtol=0)
         torch.testing.assert_close(model(batch, return_embedding=True), h[:, 0], atol=ATOL, rtol=0)
+
+
+def test_defaults_are_the_cpu_model():
+    """The defaults of docs/accuracy.md: 4 x 80, no dropout, SepNorm with LayerNorm graph token,
+    graph token + atom sum readout."""
+    model = Graphormer(GraphormerConfig(vocab="ogb"))
+    cfg = model.config
+    assert (cfg.num_layers, cfg.hidden_dim, cfg.ffn_dim, cfg.num_heads) == (4, 80, 80, 8)
+    assert cfg.dropout == cfg.attention_dropout == cfg.activation_dropout == 0.0
+    assert cfg.norm == "sep" and all(isinstance(layer.attn_norm.cls_norm, MaskedLayerNorm) for layer in model.layers)
+    assert model.head.in_features == 2 * 80 and cfg.readout == "cls+sum"
 
 
 def test_new_keys_are_validated():

@@ -29,7 +29,9 @@ def tiny_config():
     from molsepnorm.train.config import load_experiment_config
 
     def make(dataset, **train):
-        overrides = {"data.dataset": str(dataset), "train.progress": False, "train.threads": 1}
+        # random batches: a fixed number of batches per epoch, which step-count tests rely on
+        overrides = {"data.dataset": str(dataset), "train.progress": False, "train.threads": 1,
+                     "train.batching": "random"}
         overrides.update({f"train.{k}": v for k, v in train.items()})
         return load_experiment_config(TINY, overrides)
 

@@ -18,11 +18,20 @@ REPO = Path(__file__).resolve().parents[3]
 PRESETS = sorted((REPO / "configs").glob("*.yaml"))
 
 
-def test_defaults_follow_the_graphormer_recipe():
+def test_defaults_follow_the_graphormer_recipe_with_the_cpu_choices():
     tc = TrainConfig()
     tc.validate()
-    assert (tc.lr, tc.end_lr, tc.weight_decay, tc.clip_norm) == (2e-4, 1e-9, 0.01, 5.0)
+    assert (tc.end_lr, tc.weight_decay, tc.clip_norm) == (1e-9, 0.01, 5.0)
     assert tc.adam_betas == (0.9, 0.999)
+    # chosen by ablation (docs/accuracy.md)
+    assert (tc.lr, tc.warmup_fraction, tc.batch_size, tc.batching, tc.epochs) == (5e-4, 0.05, 64, "bucket", "auto")
+
+
+@pytest.mark.parametrize("steps_per_epoch, epochs", [(1, 100), (3, 100), (6, 84), (10, 50), (63, 50), (515, 50)])
+def test_auto_epochs_from_the_data_size(steps_per_epoch, epochs):
+    from molsepnorm.train.config import auto_epochs
+
+    assert auto_epochs(steps_per_epoch) == epochs
 
 
 def test_overrides_win_over_the_file_and_none_means_not_given(tmp_path):
@@ -51,6 +60,7 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"learning_rate": 1}}, "learning_rate"),
     ({"optim": {}}, "optim"),
     ({"train": {"epochs": 0}, "data": {"dataset": "d"}}, "train.epochs"),
+    ({"train": {"epochs": "many"}, "data": {"dataset": "d"}}, "train.epochs must be a positive integer or 'auto'"),
     ({"train": {"epochs": None, "max_steps": None}, "data": {"dataset": "d"}}, "epochs or max_steps"),
     ({"train": {"loss": "huber"}, "data": {"dataset": "d"}}, "train.loss"),
     ({"train": {"device": "tpu"}, "data": {"dataset": "d"}}, "train.device"),

