@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from molsepnorm.checkpoint import Checkpoint
 from molsepnorm.inference import evaluate_checkpoint
 
@@ -46,4 +48,5 @@ def test_two_cpu_processes_train_with_rank0_io(tmp_path):
     assert len(rngs) == 2 and not (rngs[0]["torch"] == rngs[1]["torch"]).all()  # per-rank dropout streams
     results = json.loads((run / "results.json").read_text())
     report = evaluate_checkpoint(run / "best.pt", split="test")  # a DDP checkpoint loads in one CPU process
-    assert report["metrics"]["mae"] == results["test"]["mae"]
+    # the same numbers up to float summation order (the ranks ran 1 thread, this process may not)
+    assert report["metrics"]["mae"] == pytest.approx(results["test"]["mae"], rel=1e-6)
