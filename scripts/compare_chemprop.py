@@ -97,22 +97,32 @@ def _split_column(n: int, indices: dict[str, np.ndarray]) -> np.ndarray:
     return labels
 
 
-def table_nci_tpsa(data_root: Optional[str]) -> Table:
+def _table_from_splits(name: str, data_root: Optional[str], target: str, task: str, note: str) -> Table:
+    """A built-in data set with SMILES (nci-tpsa, molhiv) as a table: its targets and split."""
     from molsepnorm.data import load_dataset
 
     with warnings.catch_warnings():  # the rows RDKit cannot parse: counted in the report instead
         warnings.simplefilter("ignore")
-        splits = load_dataset("nci-tpsa", root=data_root, progress=False)
+        splits = load_dataset(name, root=data_root, progress=False)
     n = len(splits.smiles)
     y = np.full(n, np.nan)
     for part in ("train", "val", "test"):
-        values = np.concatenate([g.y.numpy().ravel() for g in splits[part]])
-        y[splits.split_indices[part]] = values
-    frame = pd.DataFrame({"smiles": splits.smiles, "tpsa": y, "split": _split_column(n, splits.split_indices)})
+        y[splits.split_indices[part]] = np.concatenate([g.y.numpy().ravel() for g in splits[part]])
+    frame = pd.DataFrame({"smiles": splits.smiles, target: y, "split": _split_column(n, splits.split_indices)})
     frame = frame[frame["split"] != ""]
-    return _keep_parsable("nci-tpsa", frame, ["tpsa"], "regression",
-                          "RDKit NCI first-5K with TPSA, molsepnorm's seeded random split (seed 0)",
-                          dropped_before=[(r.row, r.smiles) for r in splits.skipped])
+    if task == "classification":
+        frame[target] = frame[target].astype(int)
+    return _keep_parsable(name, frame, [target], task, note, dropped_before=[(r.row, r.smiles) for r in splits.skipped])
+
+
+def table_nci_tpsa(data_root: Optional[str]) -> Table:
+    return _table_from_splits("nci-tpsa", data_root, "tpsa", "regression",
+                              "RDKit NCI first-5K with TPSA, molsepnorm's seeded random split (seed 0)")
+
+
+def table_molhiv(data_root: Optional[str]) -> Table:
+    return _table_from_splits("molhiv", data_root, "HIV_active", "classification",
+                              "ogbg-molhiv: MoleculeNet HIV.csv in OGB's order, OGB's scaffold split")
 
 
 def table_zinc_subset(data_root: Optional[str]) -> Table:
@@ -131,26 +141,13 @@ def table_zinc_subset(data_root: Optional[str]) -> Table:
                           "ZINC subset 10,000 / 1,000 / 1,000 (benchmark split), SMILES from the raw pickles")
 
 
-def table_molhiv(data_root: Optional[str]) -> Table:
-    from molsepnorm.data import load_dataset
-
-    splits = load_dataset("molhiv", root=data_root, progress=False)
-    n = len(splits.smiles)
-    y = np.full(n, np.nan)
-    for part in ("train", "val", "test"):
-        y[splits.split_indices[part]] = np.concatenate([g.y.numpy().ravel() for g in splits[part]])
-    frame = pd.DataFrame({"smiles": splits.smiles, "HIV_active": y,
-                          "split": _split_column(n, splits.split_indices)})
-    frame["HIV_active"] = frame["HIV_active"].astype(int)
-    return _keep_parsable("molhiv", frame, ["HIV_active"], "classification",
-                          "ogbg-molhiv: MoleculeNet HIV.csv in OGB's order, OGB's scaffold split")
-
-
 def table_csv(path: str, smiles_column: str, target_columns: Optional[str], split_by: str,
               seed: int, task: Optional[str]) -> Table:
+    from molsepnorm.data.csv_dataset import read_table
+    from molsepnorm.data.registry import normalize_split_name
     from molsepnorm.data.splits import murcko_scaffold, random_split, scaffold_split
 
-    source = pd.read_csv(path, sep=None if not path.endswith((".tsv", ".tab")) else "\t", engine="python")
+    source = read_table(Path(path), None)
     if split_by.startswith("column:"):
         split_col = split_by.split(":", 1)[1]
     else:
@@ -159,10 +156,8 @@ def table_csv(path: str, smiles_column: str, target_columns: Optional[str], spli
                else [c for c in source.columns if c not in (smiles_column, split_col)])
     frame = source[[smiles_column, *targets]].rename(columns={smiles_column: "smiles"})
     name = Path(path).stem
-    table = _keep_parsable(name, frame.assign(split=source[split_col].astype(str).str.lower()
-                                              .replace({"valid": "val", "validation": "val"})
-                                              if split_col else ""),
-                           targets, "regression", f"{path}")
+    labels = source[split_col].map(lambda v: normalize_split_name(v) or "") if split_col else ""
+    table = _keep_parsable(name, frame.assign(split=labels), targets, "regression", f"{path}")
     if split_col is None:
         n = len(table.frame)
         if split_by == "scaffold":
