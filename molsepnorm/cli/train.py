@@ -65,7 +65,7 @@ _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Train on N local processes with DDP (runs torchrun; gloo on CPU, NCCL on GPUs).")
 @click.option("--batching", type=LibraryChoice("molsepnorm.train.config:BATCHINGS"), default=None,
-              help="random: shuffled batches (default); bucket: batches of similar-size molecules (less padding).")
+              help="bucket: batches of similar-size molecules, less padding (default); random: shuffled batches.")
 @click.option("--patience", type=click.IntRange(min=1), default=None,
               help="Early stopping: epochs without validation improvement.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,

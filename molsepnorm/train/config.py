@@ -62,7 +62,7 @@ class TrainConfig:
     The optimizer is the published Graphormer recipe's (AdamW, warm-up then linear decay
     to 1e-9, weight decay 0.01, gradient clipping at norm 5). The defaults of length,
     learning rate and batches were chosen by ablation against chemprop's defaults on
-    2 CPU cores (docs/accuracy.md): ``epochs="auto"``, lr 5e-4, 5 % warm-up, batches of 64
+    2 CPU cores (docs/accuracy.md): ``epochs="auto"``, lr 5e-4, 5 % warm-up, batches of 32
     molecules of similar size.
     """
 
@@ -71,7 +71,7 @@ class TrainConfig:
     # max_steps needs
     epochs: Union[int, str, None] = "auto"
     max_steps: Optional[int] = None  # optimizer steps; stops mid-epoch when reached
-    batch_size: int = 64  # graphs per batch (per device under DDP)
+    batch_size: int = 32  # graphs per batch (per device under DDP)
     eval_batch_size: Optional[int] = None  # graphs per evaluation batch; None: 2 * batch_size
     batching: str = "bucket"  # "random": shuffled batches of batch_size graphs;
     # "bucket": size-bucketed batches under max_tokens (at most batch_size graphs)

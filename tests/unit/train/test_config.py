@@ -24,7 +24,7 @@ def test_defaults_follow_the_graphormer_recipe_with_the_cpu_choices():
     assert (tc.end_lr, tc.weight_decay, tc.clip_norm) == (1e-9, 0.01, 5.0)
     assert tc.adam_betas == (0.9, 0.999)
     # chosen by ablation (docs/accuracy.md)
-    assert (tc.lr, tc.warmup_fraction, tc.batch_size, tc.batching, tc.epochs) == (5e-4, 0.05, 64, "bucket", "auto")
+    assert (tc.lr, tc.warmup_fraction, tc.batch_size, tc.batching, tc.epochs) == (5e-4, 0.05, 32, "bucket", "auto")
 
 
 @pytest.mark.parametrize("steps_per_epoch, epochs", [(1, 100), (3, 100), (6, 84), (10, 50), (63, 50), (515, 50)])
