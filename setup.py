@@ -38,7 +38,8 @@ setup(
         "filelock>=3.12",
     ],
     extras_require={
-        "dev": ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6.90", "networkx>=3.1"],
+        # transformers: the SepNorm conversion tests build real BERT / RoBERTa / ViT / GPT-2 models
+        "dev": ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6.90", "networkx>=3.1", "transformers>=4.45"],
     },
     entry_points={"console_scripts": ["molsepnorm=molsepnorm.cli.main:cli"]},
     classifiers=[

@@ -1,5 +1,8 @@
 """Neural-network building blocks of molsepnorm."""
-from molsepnorm.nn.convert import convert_to_sepnorm, find_convertible_norms
+from molsepnorm.nn.calibrate import recalibrate_cls_norms
+from molsepnorm.nn.convert import SepNormPlan, convert_to_sepnorm, find_convertible_norms, plan_sepnorm
+from molsepnorm.nn.hf import load_sepnorm_pretrained
+from molsepnorm.nn.token_layout import TokenLayout, read_token_layout
 from molsepnorm.nn.norm import (
     MaskedBatchNorm,
     MaskedIdentity,
@@ -28,6 +31,12 @@ __all__ = [
     "MaskedIdentity",
     "convert_to_sepnorm",
     "find_convertible_norms",
+    "plan_sepnorm",
+    "SepNormPlan",
+    "recalibrate_cls_norms",
+    "load_sepnorm_pretrained",
+    "read_token_layout",
+    "TokenLayout",
     # Graphormer (Ying et al., NeurIPS 2021)
     "Graphormer",
     "GraphormerConfig",

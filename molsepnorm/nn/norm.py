@@ -39,6 +39,8 @@ __all__ = [
     "create_norm",
     "SepNorm",
     "ShareNorm",
+    "in_backward_recompute",
+    "MIN_BATCH_EPS",
 ]
 
 NORM_KINDS = ("batch", "batchrenorm", "layer", "rms", "none")
@@ -58,6 +60,21 @@ def _check_mask(x: Tensor, mask: Optional[Tensor], owner: str) -> None:
             f"{owner}: mask of shape {tuple(mask.shape)} does not match input {tuple(x.shape)}; "
             f"expected {tuple(x.shape[:-1])} (True for real tokens)"
         )
+
+
+def in_backward_recompute() -> bool:
+    """True while autograd runs a backward pass.
+
+    Gradient checkpointing (``torch.utils.checkpoint``, reentrant or not, and the
+    Hugging Face / timm wrappers around it) re-runs a block's forward inside backward,
+    in training mode: a batch norm there would update its running statistics a second
+    time for the same optimisation step (pytorch/pytorch#96136). Batch norms here check
+    this and normalize with the batch statistics without updating anything.
+    ``torch._C._current_graph_task_id`` is what torch's own ``ModuleTracker`` reads; on a
+    torch without it this returns False (statistics then update twice, as plain torch).
+    """
+    task_id = getattr(torch._C, "_current_graph_task_id", None)
+    return task_id is not None and task_id() != -1
 
 
 def _zero_padding(y: Tensor, mask: Optional[Tensor]) -> Tensor:
@@ -209,6 +226,10 @@ class MaskedBatchNorm(MaskedNorm):
     After ``nn.SyncBatchNorm.convert_sync_batchnorm`` the child ``bn`` is a
     ``SyncBatchNorm`` and is always called (every rank must take part in the reduction,
     whatever its local number of tokens).
+
+    Under gradient checkpointing the forward that backward re-runs normalizes with the
+    batch statistics again but leaves the running statistics alone
+    (:func:`in_backward_recompute`): they move once per optimisation step.
     """
 
     kind = "batch"
@@ -268,6 +289,10 @@ class MaskedBatchNorm(MaskedNorm):
                 stacklevel=3,
             )
             return F.batch_norm(v, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
+        if self.training and bn.running_mean is not None and in_backward_recompute():
+            # the same op as the forward being repeated (checkpointing compares what it saves),
+            # with momentum 0: the running statistics stay as the forward left them
+            return F.batch_norm(v, bn.running_mean, bn.running_var, bn.weight, bn.bias, True, 0.0, bn.eps)
         return bn(v)
 
 
@@ -306,19 +331,28 @@ class MaskedBatchRenorm(MaskedBatchNorm):
         mean = v.mean(0)  # (D,)
         var = v.var(0, unbiased=False)
         std = (var + bn.eps).sqrt()
+        n = v.shape[0]
         with torch.no_grad():
-            running_std = (bn.running_var + bn.eps).sqrt()
+            running_mean, running_var = bn.running_mean, bn.running_var
+            if in_backward_recompute():
+                # checkpointing re-runs this forward after it updated the statistics: no second
+                # update, and r, d from the statistics before that update (solved back from it)
+                momentum = bn.momentum if bn.momentum is not None else 1 / float(bn.num_batches_tracked)
+                running_mean = (running_mean - momentum * mean) / (1 - momentum)
+                running_var = (running_var - momentum * var * n / (n - 1)) / (1 - momentum)
+            running_std = (running_var + bn.eps).sqrt()
             r = (std / running_std).clamp(1 / self.r_max, self.r_max)
-            d = ((mean - bn.running_mean) / running_std).clamp(-self.d_max, self.d_max)
-            momentum = bn.momentum if bn.momentum is not None else 1 / float(bn.num_batches_tracked + 1)
-            n = v.shape[0]
-            bn.running_mean.lerp_(mean, momentum)
-            bn.running_var.lerp_(var * n / (n - 1), momentum)
-            bn.num_batches_tracked.add_(1)
-        out = (v - mean) / std * r + d
-        if bn.weight is not None:
-            out = out * bn.weight + bn.bias
-        return out
+            d = ((mean - running_mean) / running_std).clamp(-self.d_max, self.d_max)
+            if not in_backward_recompute():
+                momentum = bn.momentum if bn.momentum is not None else 1 / float(bn.num_batches_tracked + 1)
+                bn.running_mean.lerp_(mean, momentum)
+                bn.running_var.lerp_(var * n / (n - 1), momentum)
+                bn.num_batches_tracked.add_(1)
+        return self._affine((v - mean) / std * r + d)
+
+    def _affine(self, out: Tensor) -> Tensor:
+        bn = self.bn
+        return out if bn.weight is None else out * bn.weight + bn.bias
 
 
 _KINDS: dict[str, type[MaskedNorm]] = {
@@ -360,6 +394,10 @@ def _norm_kwargs(kind: str, eps: float, momentum: Optional[float], affine: bool,
     return kw
 
 
+BATCH_KINDS = ("batch", "batchrenorm")
+MIN_BATCH_EPS = 1e-5  # nn.BatchNorm1d's default; the floor of a converted [CLS] BatchNorm's eps
+
+
 class SepNorm(nn.Module):
     r"""Separate normalization of the [CLS] token and the other tokens (Chen et al., 2023).
 
@@ -389,6 +427,13 @@ class SepNorm(nn.Module):
         affine: learnable scale/shift in both norms.
         single_sample: what a batch norm does with one sample in training mode, see
             :class:`MaskedBatchNorm` (``"running"`` or ``"raise"``).
+        special_tokens: how many special tokens, from ``cls_index`` on, get a norm of
+            their own (each a ``cls_norm`` kind: ``cls_norm`` for the [CLS], then
+            ``special_norms[0]``, ...), e.g. 2 for DeiT's [CLS] and distillation tokens.
+            Default 1: only the [CLS]; other prefix tokens (registers) are tokens.
+        cls_from_mask: with a mask, the [CLS] of each row is its first real token
+            (left-padded text: a short row starts with padding), the special tokens the
+            ones after it; without a mask, ``cls_index``.
 
     Shapes: ``x`` ``(B, L, D)`` (or ``(L, B, D)``), ``mask`` ``(B, L)`` boolean, True for
     real tokens, optional; output like ``x``, with exact zeros at padded tokens. A padded
@@ -397,6 +442,13 @@ class SepNorm(nn.Module):
     (it is almost surely a PyTorch key-padding mask, True = padding: pass ``~mask``).
     A 2-D input raises a ``ValueError`` naming the module (``module_name``, set by
     :func:`~molsepnorm.nn.convert.convert_to_sepnorm`).
+
+    Without a ``mask`` argument, a mask set by :func:`~molsepnorm.nn.convert.convert_to_sepnorm`
+    from the model's own ``attention_mask`` (``context_mask``, used when its shape is
+    ``(B, L)``) applies. Loading the state dict of the LayerNorm this SepNorm replaced
+    (``weight``, ``bias``) fills the token norm and the [CLS] norm's affine; a batch
+    [CLS] norm then keeps its fresh statistics (mean 0, variance 1) and a warning says so:
+    re-estimate them with :func:`~molsepnorm.nn.calibrate.recalibrate_cls_norms`.
     """
 
     def __init__(
@@ -411,23 +463,31 @@ class SepNorm(nn.Module):
         layout: str = "BLD",
         affine: bool = True,
         single_sample: str = "running",
+        special_tokens: int = 1,
+        cls_from_mask: bool = False,
         device: Any = None,
         dtype: Optional[torch.dtype] = None,
     ):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        if special_tokens < 1:
+            raise ValueError(f"special_tokens must be >= 1 (the [CLS] itself), got {special_tokens}")
         self.dim = dim
         self.cls_index = cls_index
         self.eps = eps  # read by nn.TransformerEncoderLayer's fast-path checks
         self.layout = layout
+        self.special_tokens = special_tokens
+        self.cls_from_mask = cls_from_mask
         self.module_name: Optional[str] = None
-        self.cls_norm = create_norm(
-            cls_norm, dim, **_norm_kwargs(cls_norm, eps, momentum, affine, single_sample, device, dtype)
-        )
+        self.context_mask: Optional[Tensor] = None
+        kw = _norm_kwargs(cls_norm, eps, momentum, affine, single_sample, device, dtype)
+        self.cls_norm = create_norm(cls_norm, dim, **kw)
+        self.special_norms = nn.ModuleList([create_norm(cls_norm, dim, **kw) for _ in range(special_tokens - 1)])
         self.token_norm = create_norm(
             token_norm, dim, **_norm_kwargs(token_norm, eps, momentum, affine, single_sample, device, dtype)
         )
+        self.register_load_state_dict_pre_hook(_load_layer_norm_keys)
 
     @classmethod
     def from_layer_norm(
@@ -440,39 +500,53 @@ class SepNorm(nn.Module):
         copy_affine: bool = True,
         momentum: Optional[float] = 0.1,
         single_sample: str = "running",
+        special_tokens: int = 1,
+        cls_from_mask: bool = False,
     ) -> "SepNorm":
         """A SepNorm whose token norm *is* ``ln`` (same module, parameters and eps).
 
-        The [CLS] norm is new, with ``ln``'s eps, device and dtype; with ``copy_affine``
-        its scale/shift start as copies of ``ln``'s (so a trained model keeps its learned
-        affine on the [CLS] path; for a fresh ``ln`` they are 1 and 0 anyway).
+        The [CLS] norm is new, with ``ln``'s device and dtype and its eps (at least
+        ``MIN_BATCH_EPS`` = 1e-5 for a batch kind: Hugging Face's 1e-12 would divide by
+        ~1e-6 wherever a [CLS] feature barely varies); with ``copy_affine`` its scale/shift
+        start as copies of ``ln``'s (so a trained model keeps its learned affine on the
+        [CLS] path; for a fresh ``ln`` they are 1 and 0 anyway).
         """
         if len(ln.normalized_shape) != 1:
             raise ValueError(f"only LayerNorms over one feature dim can be converted, got {ln.normalized_shape}")
         dim = ln.normalized_shape[0]
         ref = next(ln.parameters(), None)
+        eps = max(ln.eps, MIN_BATCH_EPS) if cls_norm in BATCH_KINDS else ln.eps
         sep = cls(
-            dim, cls_norm=cls_norm, token_norm="layer", cls_index=cls_index, eps=ln.eps, momentum=momentum,
+            dim, cls_norm=cls_norm, token_norm="layer", cls_index=cls_index, eps=eps, momentum=momentum,
             layout=layout, affine=ln.elementwise_affine, single_sample=single_sample,
+            special_tokens=special_tokens, cls_from_mask=cls_from_mask,
             device=None if ref is None else ref.device, dtype=None if ref is None else ref.dtype,
         )
+        sep.eps = ln.eps
         sep.token_norm = MaskedLayerNorm.wrap(ln, dim)
         if copy_affine:
-            target = sep.cls_norm.inner
             with torch.no_grad():
-                for pname in ("weight", "bias"):
-                    src, dst = getattr(ln, pname, None), getattr(target, pname, None)
-                    if src is not None and dst is not None:
-                        dst.copy_(src)
+                for norm in sep.separate_norms():
+                    for pname in ("weight", "bias"):
+                        src, dst = getattr(ln, pname, None), getattr(norm.inner, pname, None)
+                        if src is not None and dst is not None:
+                            dst.copy_(src)
         return sep
+
+    def separate_norms(self) -> list[MaskedNorm]:
+        """The norms of the special tokens, in order: ``[cls_norm, *special_norms]``."""
+        return [self.cls_norm, *self.special_norms]
 
     def reset_parameters(self) -> None:
         """Reset both norms (affine parameters, and running statistics of batch kinds)."""
-        self.cls_norm.reset_parameters()
+        for norm in self.separate_norms():
+            norm.reset_parameters()
         self.token_norm.reset_parameters()
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, cls_index={self.cls_index}, layout={self.layout!r}"
+        extra = f", special_tokens={self.special_tokens}" if self.special_tokens > 1 else ""
+        extra += ", cls_from_mask=True" if self.cls_from_mask else ""
+        return f"{self.dim}, cls_index={self.cls_index}, layout={self.layout!r}{extra}"
 
     def _label(self) -> str:
         return f"SepNorm {self.module_name!r}" if self.module_name else "SepNorm"
@@ -488,18 +562,22 @@ class SepNorm(nn.Module):
             )
         seq_dim = 1 if self.layout == "BLD" else 0
         B, L = x.shape[1 - seq_dim], x.shape[seq_dim]
+        if mask is None and self.context_mask is not None and tuple(self.context_mask.shape) == (B, L):
+            mask = self.context_mask
         c = self.cls_index + L if self.cls_index < 0 else self.cls_index
-        if not 0 <= c < L:
-            raise IndexError(f"{self._label()}: cls_index {self.cls_index} out of range for sequence length {L}")
-        n_cls = B  # rows whose [CLS] is real
+        S = self.special_tokens
+        if not (0 <= c and c + S <= L):
+            raise IndexError(f"{self._label()}: cls_index {self.cls_index} (and {S - 1} more special token(s)) "
+                             f"out of range for sequence length {L}")
         if mask is not None:
             if mask.dtype != torch.bool or tuple(mask.shape) != (B, L):
                 raise ValueError(
                     f"{self._label()}: mask must be a boolean (B, L) = {(B, L)} tensor, True for real tokens; "
                     f"got {mask.dtype} {tuple(mask.shape)}"
                 )
-            n_cls = int(mask[:, c].sum())
-            if n_cls == 0:
+            if self.cls_from_mask:
+                return self._forward_cls_from_mask(x, mask, seq_dim)
+            if not bool(mask[:, c].any()):
                 raise ValueError(
                     f"{self._label()}: mask is False at the [CLS] position for every sequence. The mask is True "
                     "for real tokens; a PyTorch key_padding_mask (True = padding) must be inverted: ~mask."
@@ -507,16 +585,75 @@ class SepNorm(nn.Module):
         mask_x = None if mask is None else (mask if seq_dim == 1 else mask.t())  # like x.shape[:-1]
 
         if self.token_norm.per_token:
-            token_mask = mask_x  # the [CLS] output is replaced below
-        else:  # keep [CLS] out of the token statistics
+            token_mask = mask_x  # the special outputs are replaced below
+        else:  # keep the special tokens out of the token statistics
             token_mask = x.new_ones(x.shape[:-1], dtype=torch.bool) if mask_x is None else mask_x.clone()
-            token_mask.select(seq_dim, c).fill_(False)
+            token_mask.narrow(seq_dim, c, S).fill_(False)
         tokens = self.token_norm(x, token_mask)
-        cls_mask = None if mask is None or n_cls == B else mask[:, c]  # all real: skip the scatter
-        cls_out = self.cls_norm(x.select(seq_dim, c), cls_mask)  # (B, D)
-        return torch.cat(
-            [tokens.narrow(seq_dim, 0, c), cls_out.unsqueeze(seq_dim), tokens.narrow(seq_dim, c + 1, L - c - 1)],
-            dim=seq_dim,
+        parts = [tokens.narrow(seq_dim, 0, c)]
+        for k, norm in enumerate(self.separate_norms()):
+            special_mask = None if mask is None or bool(mask[:, c + k].all()) else mask[:, c + k]
+            parts.append(norm(x.select(seq_dim, c + k), special_mask).unsqueeze(seq_dim))  # (B, D) in
+        parts.append(tokens.narrow(seq_dim, c + S, L - c - S))
+        return torch.cat(parts, dim=seq_dim)
+
+    def _forward_cls_from_mask(self, x: Tensor, mask: Tensor, seq_dim: int) -> Tensor:
+        """The [CLS] of row b is its first real token (then the other special tokens)."""
+        xb = x if seq_dim == 1 else x.transpose(0, 1)  # (B, L, D) view
+        B, L = mask.shape
+        if not bool(mask.any()):
+            raise ValueError(f"{self._label()}: the mask has no real token (True = real token; a PyTorch "
+                             "key_padding_mask must be inverted: ~mask)")
+        rows = torch.arange(B, device=x.device)
+        first = mask.to(torch.int8).argmax(1)  # (B,) first True; 0 for an all-padding row
+        positions = [(first + k).clamp(max=L - 1) for k in range(self.special_tokens)]
+        real = [mask[rows, pos] for pos in positions]  # (B,) each
+        if self.token_norm.per_token:
+            token_mask = mask
+        else:
+            token_mask = mask.clone()
+            for pos in positions:
+                token_mask[rows, pos] = False
+        out = self.token_norm(xb, token_mask).clone()  # (B, L, D), zeros at padding
+        for norm, pos, ok in zip(self.separate_norms(), positions, real):
+            out[rows, pos] = norm(xb[rows, pos], None if bool(ok.all()) else ok)  # (B, D); masked rows -> 0
+        return out if seq_dim == 1 else out.transpose(0, 1)
+
+
+def _load_layer_norm_keys(module: SepNorm, state_dict: dict, prefix: str, local_metadata: dict, strict: bool,
+                          missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+    """load_state_dict pre-hook: the replaced LayerNorm's ``weight``/``bias`` fill a SepNorm.
+
+    They become the token norm's (its ``ln``) and, where absent, the special norms'
+    affine; a batch special norm whose statistics are absent keeps its own (fresh ones
+    after a conversion) and a warning says to re-estimate them.
+    """
+    found = {k: state_dict.pop(prefix + k) for k in ("weight", "bias") if prefix + k in state_dict}
+    if not found:
+        return
+    token_inner = module.token_norm.inner_name
+    fresh = False
+    for k, value in found.items():
+        if token_inner:
+            state_dict.setdefault(f"{prefix}token_norm.{token_inner}.{k}", value)
+    for i, norm in enumerate(module.separate_norms()):
+        inner = norm.inner
+        if inner is None:
+            continue
+        key = f"{prefix}cls_norm.{norm.inner_name}." if i == 0 else f"{prefix}special_norms.{i - 1}.{norm.inner_name}."
+        for k, value in found.items():
+            if getattr(inner, k, None) is not None and key + k not in state_dict:
+                state_dict[key + k] = value.clone()
+        for name, buf in inner.named_buffers(recurse=False):
+            if key + name not in state_dict:
+                state_dict[key + name] = buf.detach().clone()
+                fresh = True
+    if fresh:
+        warnings.warn(
+            f"{module._label()}: loaded from a LayerNorm's weights; its [CLS] norm's running statistics are "
+            "not in that state dict and stay as they were (fresh: mean 0, variance 1). Re-estimate them on a "
+            "few batches with molsepnorm.nn.recalibrate_cls_norms(model, batches) before evaluating.",
+            stacklevel=2,
         )
 
 

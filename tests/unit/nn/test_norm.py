@@ -477,3 +477,92 @@ def test_batch_renorm_gradients_and_eval():
     ref.load_state_dict(norm.bn.state_dict())
     ref.eval()
     torch.testing.assert_close(norm(x, mask)[mask], ref(x[mask]), atol=ATOL, rtol=0)
+
+
+# ------------------------------------------------- checkpointing, special tokens, masks
+@pytest.mark.parametrize("kind", ["batch", "batchrenorm"])
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpointed_forward_updates_running_statistics_once(kind, reentrant):
+    """torch.utils.checkpoint re-runs the forward in backward: the statistics move once,
+    to where an unchecked step moves them, and the gradients are the same."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    plain = nn.Sequential(nn.Linear(D, D), SepNorm(D, cls_norm=kind, token_norm="layer"))
+    if kind == "batchrenorm":
+        plain[1].cls_norm.warmup = 0
+    ckpt = copy.deepcopy(plain)
+    x = torch.randn(5, 4, D, requires_grad=True)
+    plain(x).pow(2).sum().backward()
+    checkpoint(ckpt, x, use_reentrant=reentrant).pow(2).sum().backward()
+    a, b = plain[1].cls_norm.bn, ckpt[1].cls_norm.bn
+    assert int(b.num_batches_tracked) == 1
+    assert torch.allclose(a.running_mean, b.running_mean) and torch.allclose(a.running_var, b.running_var)
+    for p, q in zip(plain.parameters(), ckpt.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5)
+
+
+def test_special_tokens_each_get_their_own_norm():
+    torch.manual_seed(0)
+    sep = SepNorm(D, cls_norm="batch", token_norm="layer", special_tokens=3)
+    x = torch.randn(4, 7, D)
+    y = sep.train()(x)
+    for k, norm in enumerate(sep.separate_norms()):
+        w, b = norm.bn.weight, norm.bn.bias
+        assert torch.allclose(y[:, k], RefBatch(w.detach(), b.detach())(x[:, k], training=True), atol=ATOL)
+    assert torch.allclose(y[:, 3:], ref_layer(x[:, 3:], sep.token_norm.ln.weight, sep.token_norm.ln.bias),
+                          atol=ATOL)
+    assert set(sep.state_dict()) >= {"special_norms.0.bn.running_mean", "special_norms.1.bn.running_var"}
+
+
+@pytest.mark.parametrize("layout", ["BLD", "LBD"])
+def test_cls_from_mask_takes_each_rows_first_real_token(layout):
+    """Left padding: the [CLS] of a short row is not at position 0."""
+    torch.manual_seed(0)
+    sep = SepNorm(D, cls_from_mask=True, layout=layout).train()
+    fixed = copy.deepcopy(sep)
+    fixed.cls_from_mask = False
+    lengths = [6, 3, 5, 2]
+    B, L = len(lengths), max(lengths)
+    rows = [torch.randn(n, D) for n in lengths]
+    left = torch.zeros(B, L, D)
+    right = torch.zeros(B, L, D)
+    mask_l = torch.zeros(B, L, dtype=torch.bool)
+    mask_r = torch.zeros(B, L, dtype=torch.bool)
+    for b, r in enumerate(rows):
+        left[b, L - len(r):], mask_l[b, L - len(r):] = r, True
+        right[b, :len(r)], mask_r[b, :len(r)] = r, True
+    t = (lambda v: v) if layout == "BLD" else (lambda v: v.transpose(0, 1))
+    y_left = t(sep(t(left), mask_l))
+    y_right = t(fixed(t(right), mask_r))
+    assert torch.allclose(y_left[mask_l], y_right[mask_r], atol=ATOL)
+    assert torch.equal(y_left[~mask_l], torch.zeros_like(y_left[~mask_l]))
+    assert torch.allclose(sep.cls_norm.bn.running_mean, fixed.cls_norm.bn.running_mean)
+
+
+def test_context_mask_applies_when_no_mask_is_passed():
+    sep = SepNorm(D).train()
+    x = torch.randn(3, 5, D)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    expected = sep(x, mask)
+    sep.context_mask = mask
+    assert torch.equal(sep(x), expected)
+    sep.context_mask = torch.ones(3, 4, dtype=torch.bool)  # another shape: ignored
+    assert not torch.equal(sep(x), expected)
+
+
+def test_layer_norm_state_dict_loads_into_sepnorm():
+    ln = nn.LayerNorm(D)
+    with torch.no_grad():
+        ln.weight.uniform_(0.5, 1.5)
+        ln.bias.uniform_(-1, 1)
+    sep = SepNorm(D, special_tokens=2)
+    with pytest.warns(UserWarning, match="fresh"):
+        sep.load_state_dict(ln.state_dict(), strict=True)
+    for norm in (sep.token_norm.ln, sep.cls_norm.bn, sep.special_norms[0].bn):
+        assert torch.equal(norm.weight, ln.weight) and torch.equal(norm.bias, ln.bias)
+    assert torch.equal(sep.cls_norm.bn.running_var, torch.ones(D))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its own state dict: no warning
+        sep.load_state_dict(copy.deepcopy(sep.state_dict()), strict=True)

@@ -1,0 +1,408 @@
+"""convert_to_sepnorm on real Hugging Face models (and timm's where timm imports).
+
+Models are built from small configs with random weights (no download). What is checked:
+the [CLS] of eval mode stays the size of train mode's after training (no degenerate first
+slot), models without a [CLS] are refused, only token-sequence norms are converted,
+LayerNorm checkpoints load into converted models, save_pretrained round trips, left
+padding, gradient checkpointing, several special tokens, and recalibration.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from molsepnorm.nn import (
+    SepNorm,
+    convert_to_sepnorm,
+    find_convertible_norms,
+    load_sepnorm_pretrained,
+    plan_sepnorm,
+    recalibrate_cls_norms,
+)
+from molsepnorm.nn.norm import MaskedBatchNorm, MaskedLayerNorm
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_bert(kind: str = "bert", hidden: int = 32, layers: int = 2, **kw) -> nn.Module:
+    """A small BertModel or RobertaModel, random weights, no dropout."""
+    torch.manual_seed(0)
+    config, model = {"bert": (transformers.BertConfig, transformers.BertModel),
+                     "roberta": (transformers.RobertaConfig, transformers.RobertaModel)}[kind]
+    cfg = config(vocab_size=1000, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=4,
+                 intermediate_size=4 * hidden, max_position_embeddings=40, hidden_dropout_prob=0.0,
+                 attention_probs_dropout_prob=0.0, **kw)
+    return model(cfg)
+
+
+def tiny_vit(hidden: int = 32, layers: int = 2, image: int = 16, patch: int = 4) -> nn.Module:
+    torch.manual_seed(0)
+    cfg = transformers.ViTConfig(image_size=image, patch_size=patch, num_channels=3, hidden_size=hidden,
+                                 num_hidden_layers=layers, num_attention_heads=4, intermediate_size=4 * hidden,
+                                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    return transformers.ViTModel(cfg, add_pooling_layer=False)
+
+
+def text_batch(B: int = 16, L: int = 10, seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 1000, (B, L), generator=g)
+    ids[:, 0] = 2  # the same [CLS] id in every row, as a tokenizer writes it
+    return {"input_ids": ids, "attention_mask": torch.ones(B, L, dtype=torch.long)}
+
+
+def train_briefly(model: nn.Module, batches, loss_fn, steps: int) -> None:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    model.train()
+    for step in range(steps):
+        batch = batches(step)
+        loss = loss_fn(model(**batch))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def bert_loss(out) -> torch.Tensor:
+    return out.last_hidden_state.pow(2).mean() + (out.pooler_output - 0.5).pow(2).mean()
+
+
+def cls_size(model: nn.Module, batch: dict, train: bool) -> float:
+    model.train(train)
+    with torch.no_grad():
+        return float(model(**batch).last_hidden_state[:, 0].abs().max())
+
+
+# --------------------------------------------------------------- F1: the first slot
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_text_model_first_slot_gets_a_layer_norm_and_eval_stays_the_size_of_train(kind):
+    # the issue's reproduction, scaled down: 300 AdamW steps at lr 1e-3 on random ids
+    model, names = convert_to_sepnorm(tiny_bert(kind, hidden=64, layers=4), verbose=False, return_names=True)
+    first = model.embeddings.LayerNorm
+    assert isinstance(first, SepNorm) and isinstance(first.cls_norm, MaskedLayerNorm)
+    later = [model.get_submodule(n) for n in names if n != "embeddings.LayerNorm"]
+    assert later and all(isinstance(s.cls_norm, MaskedBatchNorm) for s in later)
+    assert all(s.cls_norm.bn.eps >= 1e-5 for s in later)  # HF's 1e-12 is floored
+
+    train_briefly(model, lambda s: text_batch(seed=s), bert_loss, steps=300)
+    batch = text_batch(seed=999)
+    train_size, eval_size = cls_size(model, batch, True), cls_size(model, batch, False)
+    assert eval_size < 2 * train_size, (eval_size, train_size)
+
+
+def test_bert_with_the_degenerate_slot_kept_drops_the_cls_in_training():
+    """What the first-slot rule prevents: a BatchNorm on a batch-constant [CLS] sees zero
+    variance, so in training it outputs its bias alone (the [CLS] embedding and the norm's
+    weight get no gradient) and its running variance decays towards zero."""
+    with pytest.warns(UserWarning, match="same for every example"):
+        model = convert_to_sepnorm(tiny_bert(hidden=64, layers=4), verbose=False, constant_cls_norm=None)
+    slot = model.embeddings.LayerNorm.cls_norm
+    assert isinstance(slot, MaskedBatchNorm)
+    train_briefly(model, lambda s: text_batch(seed=s), bert_loss, steps=100)
+    # every batch has variance 0 there: running_var = 0.9 ** steps (momentum 0.1)
+    assert torch.allclose(slot.bn.running_var, torch.full_like(slot.bn.running_var, 0.9 ** 100), rtol=1e-3)
+    model.zero_grad()
+    bert_loss(model(**text_batch(seed=999))).backward()
+    assert float(slot.bn.weight.grad.abs().max()) < 1e-9  # float noise: (x - mean) is 0 there
+    cls_grad = float(model.embeddings.word_embeddings.weight.grad[2].abs().max())  # the [CLS] id's embedding
+
+    ruled = convert_to_sepnorm(tiny_bert(hidden=64, layers=4), verbose=False)  # the default: a LayerNorm there
+    ruled.train()
+    bert_loss(ruled(**text_batch(seed=999))).backward()
+    assert cls_grad < 1e-2 * float(ruled.embeddings.word_embeddings.weight.grad[2].abs().max())  # ~1e-3 measured
+
+
+def vit_loss(out) -> torch.Tensor:
+    return out.last_hidden_state.pow(2).mean() + (out.last_hidden_state[:, 0] - .5).pow(2).mean()
+
+
+def test_hf_vit_eval_cls_stays_the_size_of_train():
+    model = convert_to_sepnorm(tiny_vit(hidden=64, layers=4, image=32, patch=8), verbose=False)
+    layers = model.encoder.layer if hasattr(model, "encoder") else model.layers  # transformers 4 / 5
+    assert isinstance(layers[0].layernorm_before.cls_norm, MaskedLayerNorm)
+    assert isinstance(layers[1].layernorm_before.cls_norm, MaskedBatchNorm)
+    g = torch.Generator().manual_seed(0)
+    train_briefly(model, lambda s: {"pixel_values": torch.randn(16, 3, 32, 32, generator=g)}, vit_loss, steps=300)
+    batch = {"pixel_values": torch.randn(16, 3, 32, 32, generator=g)}
+    train_size, eval_size = cls_size(model, batch, True), cls_size(model, batch, False)
+    assert eval_size < 2 * train_size, (eval_size, train_size)
+
+
+def test_recalibration_removes_the_lag_of_a_collapsing_cls():
+    """Trained to a constant [CLS] (its batch variance -> 1e-7..1e-10), the [CLS] BatchNorms'
+    running means lag by many of its tiny standard deviations and eval outputs grow;
+    re-estimating the statistics with the final weights brings eval back to train's size."""
+    model = convert_to_sepnorm(tiny_vit(), verbose=False)
+    g = torch.Generator().manual_seed(0)
+    images = lambda: {"pixel_values": torch.randn(16, 3, 16, 16, generator=g)}  # noqa: E731
+    train_briefly(model, lambda s: images(), vit_loss, steps=300)
+    batch = images()
+    train_size = cls_size(model, batch, True)
+    assert cls_size(model, batch, False) > 5 * train_size
+    recalibrate_cls_norms(model, [images() for _ in range(8)])
+    assert cls_size(model, batch, False) < 2 * train_size
+
+
+# --------------------------------------------------------------- F2: no [CLS], refused
+@pytest.mark.parametrize("build, match", [
+    (lambda: transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=50)),
+     "'gpt2'.*no \\[CLS\\]"),
+    (lambda: transformers.CLIPTextModel(transformers.CLIPTextConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, vocab_size=50)),
+     "end-of-text"),
+])
+def test_models_without_cls_are_refused_and_left_unchanged(build, match):
+    model = build()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=match):
+        convert_to_sepnorm(model, verbose=False)
+    assert not any(isinstance(m, SepNorm) for m in model.modules())
+    assert before.keys() == model.state_dict().keys()
+
+
+def test_torch_transformer_decoder_norms_are_kept():
+    model = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32,
+                           dropout=0.0, batch_first=True)
+    plan = plan_sepnorm(model)
+    assert plan.names == ["encoder.layers.0.norm1", "encoder.layers.0.norm2", "encoder.norm"]
+    assert all("decoder" in why for name, why in plan.kept.items()) and len(plan.kept) == 4
+    convert_to_sepnorm(model, verbose=False)
+    assert type(model.decoder.norm) is nn.LayerNorm and isinstance(model.encoder.norm, SepNorm)
+
+
+class LBDModel(nn.Module):
+    """A user module in (L, B, D) whose final norm sits outside torch's encoder."""
+
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0)  # batch_first=False
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.final = nn.LayerNorm(16)
+
+    def forward(self, x):  # (L, B, D)
+        return self.final(self.encoder(x))
+
+
+def test_lbd_norm_outside_torch_layers_warns_without_example_and_is_found_with_one():
+    with pytest.warns(UserWarning, match=r"\['final'\].*\(L, B, D\)"):
+        plan = plan_sepnorm(LBDModel())
+    assert plan.slots["final"]["layout"] == "BLD"
+    plan = plan_sepnorm(LBDModel(), example_input=torch.randn(7, 3, 16), batch_size=3)
+    assert plan.slots["final"]["layout"] == "LBD"
+    model = convert_to_sepnorm(LBDModel(), example_input=torch.randn(7, 3, 16), batch_size=3, verbose=False)
+    assert model(torch.randn(5, 4, 16)).shape == (5, 4, 16)
+
+
+# --------------------------------------------------------- F3: only sequence norms
+class QKNormViT(nn.Module):
+    """A ViT-like model with timm's troublesome norms: q/k norms on (B, H, L, d), a MAP-style
+    latent-query norm on (B, 1, D), a pooled head norm on (B, D)."""
+
+    def __init__(self, d: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d))
+        self.patch = nn.Linear(12, d)
+        self.norm1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.q_norm, self.k_norm = nn.LayerNorm(d // heads), nn.LayerNorm(d // heads)
+        self.norm = nn.LayerNorm(d)
+        self.latent = nn.Parameter(torch.randn(1, 1, d))
+        self.pool_norm = nn.LayerNorm(d)
+        self.fc_norm = nn.LayerNorm(d)
+
+    def forward(self, patches):  # (B, P, 12)
+        x = torch.cat([self.cls_token.expand(len(patches), -1, -1), self.patch(patches)], 1)
+        B, L, D = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(B, L, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        q, k = self.q_norm(q), self.k_norm(k)  # (B, H, L, d)
+        x = x + nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, L, D)
+        x = self.norm(x)
+        pooled = self.pool_norm(self.latent.expand(B, -1, -1) + x.mean(1, keepdim=True))  # (B, 1, D)
+        return self.fc_norm(pooled[:, 0] + x[:, 0])
+
+
+def test_dry_run_converts_only_the_token_sequence_norms():
+    example = torch.randn(3, 5, 12)
+    plan = plan_sepnorm(QKNormViT(), example_input=example)
+    assert plan.names == ["norm1", "norm"]
+    assert "(3, 2, 6, 8)" in plan.kept["q_norm"] and "(3, 2, 6, 8)" in plan.kept["k_norm"]
+    assert "1 token(s)" in plan.kept["pool_norm"] and "(3, 16)" in plan.kept["fc_norm"]
+    assert find_convertible_norms(QKNormViT(), example_input=example) == ["norm1", "norm"]
+    model = convert_to_sepnorm(QKNormViT(), example_input=example, verbose=False)
+    assert isinstance(model.norm1.cls_norm, MaskedLayerNorm)  # the [CLS] input there is cls_token: constant
+    assert isinstance(model.norm.cls_norm, MaskedBatchNorm)
+    assert model(torch.randn(4, 5, 12)).shape == (4, 16)
+
+
+# ---------------------------------------------------------- F4: checkpoints
+def test_layer_norm_checkpoint_loads_into_a_converted_model_then_recalibrates():
+    original = tiny_bert()
+    state = original.state_dict()
+    model = convert_to_sepnorm(tiny_bert(), verbose=False)
+    with torch.no_grad():  # make sure the load, not the copy at conversion, sets the weights
+        for m in model.modules():
+            if isinstance(m, SepNorm):
+                for p in m.parameters():
+                    p.fill_(7.0)
+    with pytest.warns(UserWarning, match="recalibrate_cls_norms"):
+        model.load_state_dict(state, strict=True)
+    for name, m in model.named_modules():
+        if isinstance(m, SepNorm):
+            ln = original.get_submodule(name)
+            assert torch.equal(m.token_norm.ln.weight, ln.weight) and torch.equal(m.cls_norm.inner.weight, ln.weight)
+            assert torch.equal(m.cls_norm.inner.bias, ln.bias)
+
+    seps = [m for m in model.modules() if isinstance(m, SepNorm) and isinstance(m.cls_norm, MaskedBatchNorm)]
+    inputs = {id(m): [] for m in seps}
+    hooks = [m.register_forward_pre_hook(lambda mod, a: inputs[id(mod)].append(a[0][:, 0].clone())) for m in seps]
+    batches = [text_batch(seed=s) for s in range(3)]
+    model.train()
+    assert recalibrate_cls_norms(model, batches) == 3
+    for h in hooks:
+        h.remove()
+    assert model.training and all(m.training for m in model.modules())  # modes restored
+    for m in seps:
+        cls_in = torch.stack(inputs[id(m)])  # (3, B, D)
+        assert torch.allclose(m.cls_norm.bn.running_mean, cls_in.mean(1).mean(0), atol=1e-5)
+        assert torch.allclose(m.cls_norm.bn.running_var, cls_in.var(1).mean(0), rtol=1e-4, atol=1e-6)
+        assert m.cls_norm.bn.momentum == 0.1
+
+
+def test_save_pretrained_round_trip_rebuilds_the_converted_model(tmp_path):
+    model = convert_to_sepnorm(tiny_bert(), verbose=False)
+    train_briefly(model, lambda s: text_batch(seed=s), bert_loss, steps=5)
+    model.eval()
+    model.save_pretrained(tmp_path / "m")
+    again = load_sepnorm_pretrained(tmp_path / "m")
+    assert type(again) is type(model)
+    assert again.state_dict().keys() == model.state_dict().keys()
+    batch = text_batch(seed=3)
+    with torch.no_grad():
+        assert torch.equal(again(**batch).last_hidden_state, model(**batch).last_hidden_state)
+    again.train(), model.train()
+    with torch.no_grad():
+        assert torch.equal(again(**batch).last_hidden_state, model(**batch).last_hidden_state)
+
+    plain = tiny_bert()
+    plain.save_pretrained(tmp_path / "plain")
+    with pytest.raises(ValueError, match="saved unconverted"):
+        load_sepnorm_pretrained(tmp_path / "plain")
+
+
+# ----------------------------------------------------------- padding on the left
+def test_left_padding_reaches_sepnorm_through_the_attention_mask():
+    model = convert_to_sepnorm(tiny_bert(), verbose=False)
+    train_briefly(model, lambda s: text_batch(seed=s), bert_loss, steps=20)  # move the running statistics
+    g = torch.Generator().manual_seed(5)
+    lengths = [10, 6, 8, 4]
+    B, L = len(lengths), max(lengths)
+    seqs = [torch.cat([torch.tensor([2]), torch.randint(5, 100, (n - 1,), generator=g)]) for n in lengths]
+
+    def padded(side: str) -> dict:
+        ids = torch.zeros(B, L, dtype=torch.long)
+        mask = torch.zeros(B, L, dtype=torch.long)
+        for b, s in enumerate(seqs):
+            span = slice(L - len(s), L) if side == "left" else slice(0, len(s))
+            ids[b, span], mask[b, span] = s, 1
+        positions = (mask.cumsum(1) - 1).clamp(min=0)
+        return {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+
+    def real_outputs(batch: dict) -> list[torch.Tensor]:
+        with torch.no_grad():
+            out = model(**batch).last_hidden_state
+        return [out[b][batch["attention_mask"][b].bool()] for b in range(B)]
+
+    for train in (False, True):  # eval: running statistics; train: batch statistics of the real [CLS] only
+        model.train(train)
+        left, right = real_outputs(padded("left")), real_outputs(padded("right"))
+        for a, b in zip(left, right):
+            assert torch.allclose(a, b, atol=1e-4)
+
+
+# ----------------------------------------------------------- F5: checkpointing
+def test_gradient_checkpointing_updates_statistics_once_per_step():
+    plain = convert_to_sepnorm(tiny_bert(), verbose=False)
+    ckpt = copy.deepcopy(plain)
+    if hasattr(ckpt, "activation_checkpointing_enable"):  # transformers 5
+        ckpt.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        ckpt.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    batch = text_batch(seed=1)
+    for model in (plain, ckpt):
+        model.train()
+        bert_loss(model(**batch)).backward()
+    for (name, a), b in zip(plain.named_modules(), ckpt.modules()):
+        if isinstance(a, SepNorm) and isinstance(a.cls_norm, MaskedBatchNorm):
+            assert int(b.cls_norm.bn.num_batches_tracked) == 1, name
+            # float noise only: two identical unchecked runs differ by ~1e-6 here too
+            assert torch.allclose(a.cls_norm.bn.running_mean, b.cls_norm.bn.running_mean, atol=2e-5), name
+            assert torch.allclose(a.cls_norm.bn.running_var, b.cls_norm.bn.running_var, atol=2e-5), name
+    for (name, p), q in zip(plain.named_parameters(), ckpt.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5), name
+
+
+# ----------------------------------------------------------- special tokens
+def test_deit_distillation_token_gets_its_own_norm_when_asked():
+    torch.manual_seed(0)
+    cfg = transformers.DeiTConfig(image_size=16, patch_size=4, hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=64)
+    default = convert_to_sepnorm(transformers.DeiTModel(cfg, add_pooling_layer=False), verbose=False)
+    assert all(m.special_tokens == 1 for m in default.modules() if isinstance(m, SepNorm))
+    model = transformers.DeiTModel(cfg, add_pooling_layer=False)
+    with torch.no_grad():  # both tokens start at zero: make them differ, as after training
+        model.embeddings.cls_token.normal_()
+        model.embeddings.distillation_token.normal_()
+    model = convert_to_sepnorm(model, verbose=False, special_tokens="separate")
+    last = model.layernorm
+    assert last.special_tokens == 2 and isinstance(last.special_norms[0], MaskedBatchNorm)
+    model.train()
+    x = torch.randn(4, 3, 16, 16)
+    model(pixel_values=x)
+    assert int(last.special_norms[0].bn.num_batches_tracked) == 1
+    assert not torch.equal(last.special_norms[0].bn.running_mean, last.cls_norm.bn.running_mean)
+
+
+def test_dinov2_registers_count_as_prefix_tokens():
+    cfg = transformers.Dinov2WithRegistersConfig(image_size=28, patch_size=14, hidden_size=32, num_hidden_layers=1,
+                                                 num_attention_heads=2, num_register_tokens=3)
+    model = transformers.Dinov2WithRegistersModel(cfg)
+    plan = plan_sepnorm(model, special_tokens="separate")
+    assert plan.special_tokens == 4 and plan.names
+
+
+# ----------------------------------------------------------- timm, where it imports
+def _import_timm():
+    try:
+        import timm  # noqa: F401
+    except Exception as exc:  # torchvision from PyPI may be a CUDA build that fails to load
+        pytest.skip(f"timm does not import here ({type(exc).__name__}: {exc})")
+    return timm
+
+
+def test_timm_models():
+    timm = _import_timm()
+    vit = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, depth=2)
+    plan = plan_sepnorm(vit)
+    assert "blocks.0.norm1" in plan.names and plan.slots["blocks.0.norm1"]["cls_norm"] == "layer"
+    qk = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, depth=1, qk_norm=True)
+    assert not any("q_norm" in n or "k_norm" in n for n in plan_sepnorm(qk).names)
+    gap = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, depth=1, class_token=False,
+                            global_pool="avg")
+    with pytest.raises(ValueError, match="no class token"):
+        convert_to_sepnorm(gap)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        avg = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, depth=1, global_pool="avg")
+        convert_to_sepnorm(avg, verbose=False)
+    assert any("global_pool='avg'" in str(w.message) for w in caught)
