@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import collections
 import fnmatch
+import functools
 import inspect
 import logging
 import warnings
@@ -226,6 +227,24 @@ def _batch_size_of(example: Any) -> Optional[int]:
     return None
 
 
+def _to_model(example: Any, model: nn.Module) -> Any:
+    """The example on the model's device, floating tensors in its dtype."""
+    ref = next(model.parameters(), None)
+    if ref is None:
+        return example
+
+    def move(v: Any) -> Any:
+        if isinstance(v, Tensor):
+            return v.to(ref.device, ref.dtype) if v.is_floating_point() else v.to(ref.device)
+        return v
+
+    if isinstance(example, dict):
+        return {k: move(v) for k, v in example.items()}
+    if isinstance(example, (tuple, list)):
+        return type(example)(move(v) for v in example)
+    return move(example)
+
+
 def _special_count(special_tokens: Union[str, int], layout: TokenLayout) -> int:
     if isinstance(special_tokens, int) and not isinstance(special_tokens, bool):
         if special_tokens < 1:
@@ -302,6 +321,7 @@ def plan_sepnorm(
             plan.slots[name] = {"layout": fixed or default_layout, "cls_norm": cls_norm}
         return plan
 
+    example = _to_model(example, model)
     B = batch_size or _batch_size_of(example)
     if not B or B < 2:
         raise ValueError("convert_to_sepnorm: the example input needs a batch of at least 2 (batch_size=), "
@@ -325,6 +345,10 @@ def plan_sepnorm(
             plan.kept[name] = f"no batch axis of size {B} in {entry.shapes}"
             continue
         lay = layouts.pop()
+        if len(entry.shapes) > 1 and cls_norm in ("batch", "batchrenorm"):
+            plan.kept[name] = (f"called {len(entry.shapes)} times per forward (shared across depths, as in ALBERT): "
+                               "one [CLS] BatchNorm would mix the statistics of every depth")
+            continue
         lengths = {s[1] if lay == "BLD" else s[0] for s in entry.shapes}
         if len(lengths) != 1:
             plan.kept[name] = f"sequences of several lengths {sorted(lengths)}"
@@ -353,34 +377,44 @@ def find_convertible_norms(model: nn.Module, exclude: Iterable[str] = (), **kw: 
     return plan_sepnorm(model, exclude=exclude, **kw).names
 
 
+def _set_context_mask(argument: str, module: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Forward pre-hook: hand ``module``'s padding-mask argument to each of its SepNorms.
+
+    Module-level (with ``functools.partial``) so that a deep copy (an EMA teacher, a
+    replica) sets the masks of its own SepNorms, and a pickled model keeps its hook.
+    """
+    mask = kwargs.get(argument)
+    if mask is None and args:
+        try:
+            mask = inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments.get(argument)
+        except TypeError:
+            mask = None
+    real = mask != 0 if isinstance(mask, Tensor) and mask.dim() == 2 else None  # HF: 1 real, 0 padding
+    for sep in module.modules():
+        if isinstance(sep, SepNorm):
+            sep.context_mask = real
+
+
 def _attach_mask_hook(model: nn.Module, argument: str) -> None:
     """Pass ``model``'s padding mask argument to each of its SepNorms on every forward.
 
     The mask stays set until the next forward, so that gradient checkpointing's
-    recomputation in backward sees the mask of the forward it repeats.
+    recomputation in backward sees the mask of the forward it repeats (two forwards of
+    one model before one backward, with checkpointing and different padding, would
+    recompute the first with the second's mask).
     """
-    if getattr(model, "_sepnorm_mask_hook", None) is not None:
-        model._sepnorm_mask_hook.remove()
-    signature = inspect.signature(model.forward)
-    seps = [m for m in model.modules() if isinstance(m, SepNorm)]
-
-    def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
-        mask = kwargs.get(argument)
-        if mask is None and args:
-            try:
-                mask = signature.bind_partial(*args, **kwargs).arguments.get(argument)
-            except TypeError:
-                mask = None
-        real = mask != 0 if isinstance(mask, Tensor) and mask.dim() == 2 else None  # HF: 1 real, 0 padding
-        for sep in seps:
-            sep.context_mask = real
-
-    model._sepnorm_mask_hook = model.register_forward_pre_hook(hook, with_kwargs=True)
+    for handle_id, hook in list(model._forward_pre_hooks.items()):
+        if isinstance(hook, functools.partial) and hook.func is _set_context_mask:
+            del model._forward_pre_hooks[handle_id]
+            model._forward_pre_hooks_with_kwargs.pop(handle_id, None)
+    model.register_forward_pre_hook(functools.partial(_set_context_mask, argument), with_kwargs=True)
 
 
 def _apply(model: nn.Module, plan: SepNormPlan, copy_affine: bool, log: Any) -> list[str]:
     modules = dict(model.named_modules(remove_duplicate=False))
     replaced: dict[int, SepNorm] = {}  # id(LayerNorm) -> its SepNorm, for modules registered twice
+    ref = next(model.parameters(), None)
+    device = None if ref is None else ref.device
     names = []
     for name, opts in plan.slots.items():
         ln = modules.get(name)
@@ -394,6 +428,8 @@ def _apply(model: nn.Module, plan: SepNormPlan, copy_affine: bool, log: Any) -> 
             sep = SepNorm.from_layer_norm(ln, plan.cls_index, opts["cls_norm"], layout=opts["layout"],
                                           copy_affine=copy_affine, special_tokens=plan.special_tokens,
                                           cls_from_mask=plan.cls_from_mask)
+            if next(ln.parameters(), None) is None and device is not None:  # no affine: nothing told the device
+                sep.to(device)
             sep.module_name = name
             replaced[id(ln)] = sep
         if isinstance(parent, _TORCH_LAYERS) and not sep._forward_pre_hooks:

@@ -87,7 +87,12 @@ def load_sepnorm_pretrained(
         model = model_class.from_config(config)
     else:
         model = model_class(config)
-    convert_to_sepnorm(model, plan=plan, verbose=False)
+    target = model
+    prefix = getattr(model, "base_model_prefix", "")
+    names = dict(model.named_modules())
+    if plan.slots and not all(n in names for n in plan.slots) and prefix and hasattr(model, prefix):
+        target = getattr(model, prefix)  # converted as model.<prefix> (e.g. model.bert), saved whole
+    convert_to_sepnorm(target, plan=plan, verbose=False)
     state = read_saved_state_dict(folder)
     result = model.load_state_dict(state, strict=False)
     if hasattr(model, "tie_weights"):

@@ -270,7 +270,15 @@ class MaskedBatchNorm(MaskedNorm):
         """Batch-normalize ``v`` of shape ``(N, D)``."""
         bn = self.bn
         if isinstance(bn, nn.SyncBatchNorm):
-            return bn(v)
+            if not (self.training and bn.running_mean is not None and in_backward_recompute()):
+                return bn(v)
+            momentum, tracked = bn.momentum, bn.num_batches_tracked.clone()
+            try:  # every rank recomputes too, so the reduction still pairs up; no second update
+                bn.momentum = 0.0
+                return bn(v)
+            finally:
+                bn.momentum = momentum
+                bn.num_batches_tracked.copy_(tracked)
         n = v.shape[0]
         if n == 0:
             return v
@@ -325,8 +333,10 @@ class MaskedBatchRenorm(MaskedBatchNorm):
 
     def _normalize(self, v: Tensor) -> Tensor:
         bn = self.bn
+        recompute = self.training and in_backward_recompute()
+        tracked = int(bn.num_batches_tracked) - (1 if recompute else 0)  # as when the forward ran
         if (not self.training or isinstance(bn, nn.SyncBatchNorm) or bn.running_mean is None or v.shape[0] < 2
-                or int(bn.num_batches_tracked) < self.warmup):
+                or tracked < self.warmup):
             return super()._normalize(v)
         mean = v.mean(0)  # (D,)
         var = v.var(0, unbiased=False)
@@ -334,17 +344,16 @@ class MaskedBatchRenorm(MaskedBatchNorm):
         n = v.shape[0]
         with torch.no_grad():
             running_mean, running_var = bn.running_mean, bn.running_var
-            if in_backward_recompute():
+            momentum = bn.momentum if bn.momentum is not None else 1 / float(tracked + 1)
+            if recompute and momentum < 1:
                 # checkpointing re-runs this forward after it updated the statistics: no second
                 # update, and r, d from the statistics before that update (solved back from it)
-                momentum = bn.momentum if bn.momentum is not None else 1 / float(bn.num_batches_tracked)
                 running_mean = (running_mean - momentum * mean) / (1 - momentum)
                 running_var = (running_var - momentum * var * n / (n - 1)) / (1 - momentum)
             running_std = (running_var + bn.eps).sqrt()
             r = (std / running_std).clamp(1 / self.r_max, self.r_max)
             d = ((mean - running_mean) / running_std).clamp(-self.d_max, self.d_max)
-            if not in_backward_recompute():
-                momentum = bn.momentum if bn.momentum is not None else 1 / float(bn.num_batches_tracked + 1)
+            if not recompute:
                 bn.running_mean.lerp_(mean, momentum)
                 bn.running_var.lerp_(var * n / (n - 1), momentum)
                 bn.num_batches_tracked.add_(1)
@@ -606,8 +615,9 @@ class SepNorm(nn.Module):
                              "key_padding_mask must be inverted: ~mask)")
         rows = torch.arange(B, device=x.device)
         first = mask.to(torch.int8).argmax(1)  # (B,) first True; 0 for an all-padding row
+        beyond = [first + k >= L for k in range(self.special_tokens)]  # a row shorter than the special tokens
         positions = [(first + k).clamp(max=L - 1) for k in range(self.special_tokens)]
-        real = [mask[rows, pos] for pos in positions]  # (B,) each
+        real = [mask[rows, pos] & ~out for pos, out in zip(positions, beyond)]  # (B,) each
         if self.token_norm.per_token:
             token_mask = mask
         else:
@@ -615,8 +625,10 @@ class SepNorm(nn.Module):
             for pos in positions:
                 token_mask[rows, pos] = False
         out = self.token_norm(xb, token_mask).clone()  # (B, L, D), zeros at padding
-        for norm, pos, ok in zip(self.separate_norms(), positions, real):
-            out[rows, pos] = norm(xb[rows, pos], None if bool(ok.all()) else ok)  # (B, D); masked rows -> 0
+        for norm, pos, ok, past in zip(self.separate_norms(), positions, real, beyond):
+            y = norm(xb[rows, pos], None if bool(ok.all()) else ok)  # (B, D); rows not real -> 0
+            keep = ~past  # a clamped position belongs to a token written before
+            out[rows[keep], pos[keep]] = y[keep]
         return out if seq_dim == 1 else out.transpose(0, 1)
 
 

@@ -30,7 +30,7 @@ __all__ = ["TokenLayout", "read_token_layout", "example_input", "HF_CLS_FIRST", 
 # value: how many special tokens lead the sequence (a config attribute adds to it).
 HF_CLS_FIRST: dict[str, int] = {
     "bert": 1, "roberta": 1, "xlm-roberta": 1, "xlm-roberta-xl": 1, "camembert": 1, "distilbert": 1,
-    "electra": 1, "ernie": 1, "mpnet": 1, "albert": 1, "deberta": 1, "deberta-v2": 1, "megatron-bert": 1,
+    "electra": 1, "ernie": 1, "mpnet": 1, "albert": 1, "deberta-v2": 1, "megatron-bert": 1,
     "data2vec-text": 1, "esm": 1,
     "vit": 1, "deit": 2, "dinov2": 1, "dinov2_with_registers": 1, "clip_vision_model": 1, "beit": 1,
     "data2vec-vision": 1, "vit_mae": 1, "vit_msn": 1,
@@ -47,7 +47,7 @@ HF_NO_CLS: dict[str, str] = {
     "clip_text_model": "no [CLS]: the text embedding is read at the end-of-text token",
     "siglip_text_model": "no [CLS]: the text embedding is read at the last token",
     "siglip_vision_model": "no [CLS]: patches are pooled by attention (MAP head)",
-    "clip": "a text and a vision tower: convert model.vision_model alone",
+    "clip": "a text and a vision tower: convert the vision tower alone (a CLIPVisionModel)",
     "t5": "an encoder-decoder without a [CLS]", "bart": "an encoder-decoder without a [CLS]",
     "swin": "no [CLS]: patches are average-pooled", "convnext": "a convolutional network",
 }
@@ -108,7 +108,7 @@ def read_token_layout(model: nn.Module, cls_index: Optional[int] = None) -> Toke
                 f"timm {name} has no class token (cls_token is None, global_pool={pool!r}): its sequence holds "
                 f"{what}, so position 0 is no [CLS]"))
         layout = TokenLayout("timm", 0, prefix)
-        if pool not in ("token", "", None):
+        if pool != "token":
             layout.warnings.append(
                 f"timm {name} has a class token but its head reads global_pool={pool!r}, not the [CLS]: SepNorm "
                 "normalizes a token the prediction does not use")
@@ -121,7 +121,12 @@ def read_token_layout(model: nn.Module, cls_index: Optional[int] = None) -> Toke
             return TokenLayout(source, None, 0, reason=f"Hugging Face model type {mtype!r}: {HF_NO_CLS[mtype]}")
         if mtype in HF_CLS_FIRST:
             prefix = HF_CLS_FIRST[mtype] + int(getattr(cfg, _HF_REGISTERS.get(mtype, ""), 0) or 0)
-            return TokenLayout(source, 0, prefix, mask_argument=None if mtype in _HF_VISION else "attention_mask")
+            layout = TokenLayout(source, 0, prefix, mask_argument=None if mtype in _HF_VISION else "attention_mask")
+            if getattr(cfg, "use_mean_pooling", False):  # BEiT, data2vec-vision
+                layout.warnings.append(f"Hugging Face {mtype!r} with use_mean_pooling=True: its head reads the mean "
+                                       "of the patches, not the [CLS]; SepNorm normalizes a token the prediction "
+                                       "does not use")
+            return layout
         if cls_index is None:
             return TokenLayout(source, None, 0, reason=(
                 f"Hugging Face model type {mtype!r} is not one whose [CLS] position molsepnorm knows; if its "
@@ -148,7 +153,13 @@ def example_input(model: nn.Module, batch_size: int = 3) -> Optional[dict[str, A
     if _is_timm_vit(model):
         pe = model.patch_embed
         size = tuple(pe.img_size) if getattr(pe, "img_size", None) is not None else (224, 224)
-        chans = pe.proj.in_channels if hasattr(pe, "proj") else 3
+        cfg_size = (getattr(model, "pretrained_cfg", None) or {}).get("input_size")
+        if cfg_size:
+            chans = int(cfg_size[0])
+        elif type(pe).__name__ == "PatchEmbed" and hasattr(pe, "proj"):  # a hybrid's proj reads backbone features
+            chans = pe.proj.in_channels
+        else:
+            chans = 3
         return torch.randn(batch_size, chans, *size, generator=g)
     if _is_hf(model):
         cfg = model.config
@@ -160,7 +171,8 @@ def example_input(model: nn.Module, batch_size: int = 3) -> Optional[dict[str, A
         vocab = int(getattr(cfg, "vocab_size", 0) or 0)
         if vocab < 8:
             return None
-        special = {getattr(cfg, k, None) for k in ("pad_token_id", "bos_token_id", "eos_token_id")} - {None}
+        special = {getattr(cfg, k, None) for k in ("pad_token_id", "bos_token_id", "eos_token_id", "mask_token_id",
+                                                   "cls_token_id", "sep_token_id", "unk_token_id")} - {None}
         ordinary = [i for i in range(min(vocab, 64)) if i not in special]
         length = 9
         ids = torch.tensor(ordinary)[torch.randint(len(ordinary), (batch_size, length), generator=g)]

@@ -406,3 +406,43 @@ def test_timm_models():
         avg = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, depth=1, global_pool="avg")
         convert_to_sepnorm(avg, verbose=False)
     assert any("global_pool='avg'" in str(w.message) for w in caught)
+
+
+def test_a_deep_copy_passes_the_mask_to_its_own_sepnorms_and_positional_masks_work():
+    model = convert_to_sepnorm(tiny_bert(), verbose=False)
+    teacher = copy.deepcopy(model)  # an EMA teacher, a replica
+    batch = text_batch(B=4, L=6)
+    batch["attention_mask"][1, 4:] = 0
+    teacher(**batch)
+    seps = [m for m in teacher.modules() if isinstance(m, SepNorm)]
+    assert all(torch.equal(m.context_mask, batch["attention_mask"] != 0) for m in seps)
+    assert all(m.context_mask is None for m in model.modules() if isinstance(m, SepNorm))
+    model(batch["input_ids"], batch["attention_mask"])  # positional, as BertModel(input_ids, attention_mask)
+    assert all(torch.equal(m.context_mask, batch["attention_mask"] != 0)
+               for m in model.modules() if isinstance(m, SepNorm))
+
+
+def test_albert_shared_layer_norms_are_kept():
+    """ALBERT calls one layer at every depth: a [CLS] BatchNorm there would blend all depths."""
+    torch.manual_seed(0)
+    cfg = transformers.AlbertConfig(vocab_size=100, embedding_size=16, hidden_size=32, num_hidden_layers=3,
+                                    num_attention_heads=2, intermediate_size=64)
+    plan = plan_sepnorm(transformers.AlbertModel(cfg))
+    assert plan.names == ["embeddings.LayerNorm"]
+    shared = [why for why in plan.kept.values() if "called 3 times" in why]
+    assert len(shared) == 2
+
+
+def test_round_trip_of_a_base_model_converted_inside_a_head_model(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, num_labels=3)
+    model = transformers.BertForSequenceClassification(cfg)
+    convert_to_sepnorm(model.bert, verbose=False)
+    model.eval()
+    model.save_pretrained(tmp_path / "m")
+    again = load_sepnorm_pretrained(tmp_path / "m")
+    assert type(again) is transformers.BertForSequenceClassification
+    batch = text_batch(B=4, L=6)
+    with torch.no_grad():
+        assert torch.equal(again(**batch).logits, model(**batch).logits)

@@ -480,9 +480,9 @@ def test_batch_renorm_gradients_and_eval():
 
 
 # ------------------------------------------------- checkpointing, special tokens, masks
-@pytest.mark.parametrize("kind", ["batch", "batchrenorm"])
+@pytest.mark.parametrize("kind, warmup", [("batch", 0), ("batchrenorm", 0), ("batchrenorm", 2)])
 @pytest.mark.parametrize("reentrant", [True, False])
-def test_checkpointed_forward_updates_running_statistics_once(kind, reentrant):
+def test_checkpointed_forward_updates_running_statistics_once(kind, warmup, reentrant):
     """torch.utils.checkpoint re-runs the forward in backward: the statistics move once,
     to where an unchecked step moves them, and the gradients are the same."""
     from torch.utils.checkpoint import checkpoint
@@ -490,16 +490,19 @@ def test_checkpointed_forward_updates_running_statistics_once(kind, reentrant):
     torch.manual_seed(0)
     plain = nn.Sequential(nn.Linear(D, D), SepNorm(D, cls_norm=kind, token_norm="layer"))
     if kind == "batchrenorm":
-        plain[1].cls_norm.warmup = 0
+        plain[1].cls_norm.warmup = warmup  # 2: the third step is the first renormalized one
     ckpt = copy.deepcopy(plain)
-    x = torch.randn(5, 4, D, requires_grad=True)
-    plain(x).pow(2).sum().backward()
-    checkpoint(ckpt, x, use_reentrant=reentrant).pow(2).sum().backward()
-    a, b = plain[1].cls_norm.bn, ckpt[1].cls_norm.bn
-    assert int(b.num_batches_tracked) == 1
-    assert torch.allclose(a.running_mean, b.running_mean) and torch.allclose(a.running_var, b.running_var)
-    for p, q in zip(plain.parameters(), ckpt.parameters()):
-        assert torch.allclose(p.grad, q.grad, atol=1e-5)
+    for step in range(3):
+        x = torch.randn(5, 4, D, requires_grad=True) + step
+        for model in (plain, ckpt):
+            model.zero_grad()
+        plain(x).pow(2).sum().backward()
+        checkpoint(ckpt, x, use_reentrant=reentrant).pow(2).sum().backward()
+        a, b = plain[1].cls_norm.bn, ckpt[1].cls_norm.bn
+        assert int(b.num_batches_tracked) == step + 1
+        assert torch.allclose(a.running_mean, b.running_mean) and torch.allclose(a.running_var, b.running_var)
+        for p, q in zip(plain.parameters(), ckpt.parameters()):
+            assert torch.allclose(p.grad, q.grad, atol=1e-5), step
 
 
 def test_special_tokens_each_get_their_own_norm():
@@ -549,7 +552,9 @@ def test_context_mask_applies_when_no_mask_is_passed():
     sep.context_mask = mask
     assert torch.equal(sep(x), expected)
     sep.context_mask = torch.ones(3, 4, dtype=torch.bool)  # another shape: ignored
-    assert not torch.equal(sep(x), expected)
+    unmasked = sep(x)
+    sep.context_mask = None
+    assert torch.equal(unmasked, sep(x)) and not torch.equal(unmasked, expected)
 
 
 def test_layer_norm_state_dict_loads_into_sepnorm():
@@ -566,3 +571,22 @@ def test_layer_norm_state_dict_loads_into_sepnorm():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # its own state dict: no warning
         sep.load_state_dict(copy.deepcopy(sep.state_dict()), strict=True)
+
+
+def test_cls_from_mask_with_a_row_shorter_than_the_special_tokens():
+    sep = SepNorm(D, cls_from_mask=True, special_tokens=3).train()
+    x = torch.randn(3, 5, D)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1, :4] = False  # one real token, at the end: only the [CLS]
+    y = sep(x, mask)
+    assert torch.isfinite(y).all() and torch.equal(y[1, :4], torch.zeros(4, D))
+    # that row's lone token is its [CLS]: batch-normalized with the other rows' [CLS], not overwritten
+    # by a later special norm at the clamped position
+    bn = sep.cls_norm.bn
+    cls_rows = torch.stack([x[0, 0], x[1, 4], x[2, 0]])
+    expected = torch.nn.functional.batch_norm(cls_rows, None, None, bn.weight, bn.bias, True, 0.0, bn.eps)
+    assert torch.allclose(y[1, 4], expected[1], atol=ATOL)
+    second = sep.special_norms[0].bn  # position first + 1: real in rows 0 and 2 only
+    rows = torch.stack([x[0, 1], x[2, 1]])
+    expected = torch.nn.functional.batch_norm(rows, None, None, second.weight, second.bias, True, 0.0, second.eps)
+    assert torch.allclose(torch.stack([y[0, 1], y[2, 1]]), expected, atol=ATOL)
