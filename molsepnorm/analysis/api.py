@@ -116,6 +116,7 @@ def analyze_embeddings(
     title: Optional[str] = None,
     uniformity_max_points: Optional[int] = 10_000,
     t: float = 2.0,
+    what: str = "graph-token",
 ) -> AnalysisResult:
     """Analyze embedding matrices you already have: ``{label: (M, D) tensor or array}``.
 
@@ -125,6 +126,7 @@ def analyze_embeddings(
         uniformity_max_points: above this many rows, uniformity uses a seeded random
             subset of that size (the pairwise cost grows as M^2); None: always exact.
         t: uniformity temperature.
+        what: what the embeddings are, for the figure titles (``"[CLS]"`` for an image model).
     """
     from molsepnorm.analysis.plots import plot_spectra, plot_summary
     from molsepnorm.analysis.spectrum import spectrum_stats
@@ -141,9 +143,8 @@ def analyze_embeddings(
         metrics[label] = stats
     suffix = f" ({title})" if title else ""
     figures = {
-        "spectrum": plot_spectra(spectra, normalize=True,
-                                 title=f"Spectrum of the centered graph-token embeddings{suffix}"),
-        "summary": plot_summary(metrics, title=f"Graph-token embedding figures{suffix}"),
+        "spectrum": plot_spectra(spectra, normalize=True, title=f"Spectrum of the centered {what} embeddings{suffix}"),
+        "summary": plot_summary(metrics, title=f"{what[:1].upper()}{what[1:]} embedding figures{suffix}"),
     }
     info = {"uniformity_t": t, "uniformity_max_points": uniformity_max_points}
     return AnalysisResult(metrics=metrics, spectra=spectra, spectra_raw=spectra_raw, figures=figures, info=info)

@@ -154,8 +154,8 @@ class Trainer:
         if self.steps_per_epoch == 0:
             raise MolsepnormError(f"data set {splits.name!r} has no training molecules")
         self.max_epochs, self.total_steps = self._budget()
-        # fused: one kernel for all parameters instead of ~10 small ops per tensor; on a CPU
-        # step of small molecules the per-tensor update was 1.4 of 8.6 ms (docs/benchmarks.md)
+        # fused: one kernel for all parameters instead of ~10 small operations per tensor, which
+        # counts when steps are small (docs/benchmarks.md, "Figures behind design choices")
         self.optimizer = torch.optim.AdamW(
             ddp.unwrap(self.model).parameters(), lr=tc.lr, betas=tuple(tc.adam_betas), eps=tc.adam_eps,
             weight_decay=tc.weight_decay, fused=self.device.type in ("cpu", "cuda"),
