@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from molsepnorm.nn.norm import MaskedBatchNorm, SepNorm
+from molsepnorm.nn.token_layout import call_model
 
 __all__ = ["recalibrate_cls_norms", "cls_batch_norms"]
 
@@ -28,14 +29,6 @@ def cls_batch_norms(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
                 if isinstance(norm, MaskedBatchNorm) and norm.bn.track_running_stats:
                     found.append(norm.bn)
     return found
-
-
-def _call(model: nn.Module, batch: Any) -> Any:
-    if isinstance(batch, dict):
-        return model(**batch)
-    if isinstance(batch, (tuple, list)):
-        return model(*batch)
-    return model(batch)
 
 
 @torch.no_grad()
@@ -75,7 +68,7 @@ def recalibrate_cls_norms(
         for batch in batches:
             if max_batches is not None and used >= max_batches:
                 break
-            (forward or _call)(model, batch)
+            (forward or call_model)(model, batch)
             used += 1
     finally:
         for bn, momentum in zip(norms, momenta):

@@ -64,7 +64,7 @@ import torch
 from torch import Tensor, nn
 
 from molsepnorm.nn.norm import LAYOUTS, NORM_KINDS, MaskedNorm, SepNorm
-from molsepnorm.nn.token_layout import TokenLayout, example_input as build_example_input, read_token_layout
+from molsepnorm.nn.token_layout import TokenLayout, call_model, example_input as build_example_input, read_token_layout
 
 __all__ = ["convert_to_sepnorm", "find_convertible_norms", "plan_sepnorm", "SepNormPlan", "SPECIAL_TOKENS"]
 
@@ -200,12 +200,7 @@ def _dry_run(model: nn.Module, modules: dict[int, nn.LayerNorm], example: Any, c
     model.eval()
     try:
         with torch.no_grad():
-            if isinstance(example, dict):
-                model(**example)
-            elif isinstance(example, (tuple, list)):
-                model(*example)
-            else:
-                model(example)
+            call_model(model, example)
     except Exception as exc:
         raise RuntimeError(f"convert_to_sepnorm: the dry run of the model on its example input failed "
                            f"({type(exc).__name__}: {exc}); pass a working example_input=") from exc

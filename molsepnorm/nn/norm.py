@@ -486,7 +486,6 @@ class SepNorm(nn.Module):
         self.cls_index = cls_index
         self.eps = eps  # read by nn.TransformerEncoderLayer's fast-path checks
         self.layout = layout
-        self.special_tokens = special_tokens
         self.cls_from_mask = cls_from_mask
         self.module_name: Optional[str] = None
         self.context_mask: Optional[Tensor] = None
@@ -542,6 +541,11 @@ class SepNorm(nn.Module):
                             dst.copy_(src)
         return sep
 
+    @property
+    def special_tokens(self) -> int:
+        """Special tokens with a norm of their own: the [CLS] and ``special_norms``."""
+        return 1 + len(self.special_norms)
+
     def separate_norms(self) -> list[MaskedNorm]:
         """The norms of the special tokens, in order: ``[cls_norm, *special_norms]``."""
         return [self.cls_norm, *self.special_norms]
@@ -586,7 +590,8 @@ class SepNorm(nn.Module):
                 )
             if self.cls_from_mask:
                 return self._forward_cls_from_mask(x, mask, seq_dim)
-            if not bool(mask[:, c].any()):
+            cls_real = int(mask[:, c].sum())  # one reduction: none real is an error, all real skips a scatter
+            if cls_real == 0:
                 raise ValueError(
                     f"{self._label()}: mask is False at the [CLS] position for every sequence. The mask is True "
                     "for real tokens; a PyTorch key_padding_mask (True = padding) must be inverted: ~mask."
@@ -601,7 +606,8 @@ class SepNorm(nn.Module):
         tokens = self.token_norm(x, token_mask)
         parts = [tokens.narrow(seq_dim, 0, c)]
         for k, norm in enumerate(self.separate_norms()):
-            special_mask = None if mask is None or bool(mask[:, c + k].all()) else mask[:, c + k]
+            all_real = mask is None or (cls_real == B if k == 0 else bool(mask[:, c + k].all()))
+            special_mask = None if all_real else mask[:, c + k]
             parts.append(norm(x.select(seq_dim, c + k), special_mask).unsqueeze(seq_dim))  # (B, D) in
         parts.append(tokens.narrow(seq_dim, c + S, L - c - S))
         return torch.cat(parts, dim=seq_dim)

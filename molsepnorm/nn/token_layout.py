@@ -24,7 +24,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-__all__ = ["TokenLayout", "read_token_layout", "example_input", "HF_CLS_FIRST", "HF_NO_CLS"]
+__all__ = ["TokenLayout", "read_token_layout", "example_input", "call_model", "HF_CLS_FIRST", "HF_NO_CLS"]
 
 # Hugging Face model types whose sequence starts with a [CLS] (<s>, class embedding);
 # value: how many special tokens lead the sequence (a config attribute adds to it).
@@ -140,6 +140,15 @@ def read_token_layout(model: nn.Module, cls_index: Optional[int] = None) -> Toke
     return TokenLayout(source, 0 if cls_index is None else cls_index, 1)
 
 
+def call_model(model: nn.Module, inputs: Any) -> Any:
+    """``model(**inputs)`` for a dict, ``model(*inputs)`` for a tuple or list, else ``model(inputs)``."""
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
 def example_input(model: nn.Module, batch_size: int = 3) -> Optional[dict[str, Any] | torch.Tensor]:
     """A small input for ``model``'s forward, or None when it cannot be told.
 
@@ -176,6 +185,7 @@ def example_input(model: nn.Module, batch_size: int = 3) -> Optional[dict[str, A
         ordinary = [i for i in range(min(vocab, 64)) if i not in special]
         length = 9
         ids = torch.tensor(ordinary)[torch.randint(len(ordinary), (batch_size, length), generator=g)]
-        ids[:, 0] = getattr(cfg, "bos_token_id", None) if getattr(cfg, "bos_token_id", None) is not None else ordinary[0]
+        bos = getattr(cfg, "bos_token_id", None)
+        ids[:, 0] = ordinary[0] if bos is None else bos
         return {"input_ids": ids, "attention_mask": torch.ones(batch_size, length, dtype=torch.long)}
     return None

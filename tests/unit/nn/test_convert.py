@@ -16,14 +16,6 @@ from molsepnorm.nn.norm import SepNorm
 D, HEADS = 16, 2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread is faster, and immune to a busy machine's other jobs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 # -------------------------------------------------------------------------- models
 class Block(nn.Module):

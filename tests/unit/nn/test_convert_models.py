@@ -28,13 +28,6 @@ from molsepnorm.nn.norm import MaskedBatchNorm, MaskedLayerNorm
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def tiny_bert(kind: str = "bert", hidden: int = 32, layers: int = 2, **kw) -> nn.Module:
     """A small BertModel or RobertaModel, random weights, no dropout."""

@@ -27,14 +27,6 @@ LARGE = "N" + "C(=O)c1ccc(cc1)N" * 17  # 154 atoms, rings, diameter > K
 ACYCLIC = ["CCCC(CCC)C(=O)O", "CC(C)(C)NCC(O)CO", "C[NH3+].CC(=O)[O-]", "CCN(CC)CC(=O)NC"]  # unique shortest paths
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small models: one thread is as fast, and immune to a busy machine's other jobs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def graph(smiles: str, vocab: str):
     return ENCODE(featurize(smiles, vocab=vocab))

@@ -26,14 +26,6 @@ D = 6
 ATOL = 1e-5
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one thread is faster, and immune to a busy machine's other jobs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 # ----------------------------------------------------------------- hand-written formulas
 def ref_layer(x, w, b, eps=EPS):
