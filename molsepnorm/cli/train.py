@@ -14,6 +14,29 @@ import click
 
 from molsepnorm.cli.options import NORM, LibraryChoice, dataset_options, device_option
 
+
+class _Patience(click.ParamType):
+    """``--patience``: a positive number of epochs, ``auto`` or ``off``."""
+
+    name = "N|auto|off"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        from molsepnorm.train.config import PATIENCE_OFF
+
+        text = str(value).strip().lower()
+        if text in ("auto", PATIENCE_OFF):
+            return text
+        try:
+            number = int(text)
+        except ValueError:
+            number = 0
+        if number < 1:
+            self.fail(f"{value!r} is not a positive integer, 'auto' or '{PATIENCE_OFF}'", param, ctx)
+        return number
+
+
+PATIENCE = _Patience()
+
 # flag name -> dotted config key (flags left at None do not override the preset)
 _OVERRIDES = {
     "dataset": "data.dataset",
@@ -66,8 +89,9 @@ _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
               help="Train on N local processes with DDP (runs torchrun; gloo on CPU, NCCL on GPUs).")
 @click.option("--batching", type=LibraryChoice("molsepnorm.train.config:BATCHINGS"), default=None,
               help="bucket: batches of similar-size molecules, less padding (default); random: shuffled batches.")
-@click.option("--patience", type=click.IntRange(min=1), default=None,
-              help="Early stopping: epochs without validation improvement.")
+@click.option("--patience", type=PATIENCE, default=None,
+              help="Early stopping: stop after N epochs without a better validation metric; auto (default): "
+                   "30% of the epochs, at least 10; off: train all epochs.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Also write last.pt every N steps within an epoch.")
 @click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.train.config:NONFINITE"), default=None,

@@ -154,6 +154,9 @@ class Trainer:
         if self.steps_per_epoch == 0:
             raise MolsepnormError(f"data set {splits.name!r} has no training molecules")
         self.max_epochs, self.total_steps = self._budget()
+        from molsepnorm.train.config import resolve_patience
+
+        self.patience = resolve_patience(tc.patience, self.max_epochs)  # None: no early stopping
         # fused: one kernel for all parameters instead of ~10 small operations per tensor, which
         # counts when steps are small (docs/benchmarks.md, "Figures behind design choices")
         self.optimizer = torch.optim.AdamW(
@@ -206,7 +209,7 @@ class Trainer:
             if self.tc.max_steps is not None and self.state.step >= self.tc.max_steps:
                 stopped = "max_steps"
                 break
-            if self.tc.patience is not None and self.state.bad_epochs >= self.tc.patience:
+            if self.patience is not None and self.state.bad_epochs >= self.patience:
                 stopped = "early_stopping"
                 break
             self._train_epoch()  # a last, partial epoch when max_steps ends it
@@ -228,9 +231,11 @@ class Trainer:
         log.info("model Graphormer norm=%s, %d layers, hidden %d, %d parameters; device %s%s", mc.norm,
                  mc.num_layers, mc.hidden_dim, n_params, self.device,
                  f" x {self.env.world_size} processes" if self.env.is_distributed else "")
-        log.info("training: %d epochs%s x %d steps (%d steps in all, %d warm-up), batch %d, lr %g, loss %s%s",
+        log.info("training: %d epochs%s x %d steps (%d steps in all, %d warm-up), batch %d, lr %g, loss %s%s; %s",
                  self.max_epochs, " (auto)" if tc.epochs == "auto" else "", self.steps_per_epoch, self.total_steps,
-                 self.warmup_steps, tc.batch_size, tc.lr, self.step.loss, f", {self.scaler!r}" if self.scaler else "")
+                 self.warmup_steps, tc.batch_size, tc.lr, self.step.loss, f", {self.scaler!r}" if self.scaler else "",
+                 "no early stopping" if self.patience is None else
+                 f"early stopping after {self.patience} epochs without a better validation {self.metric}")
         batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
         if tc.batching == "bucket" and "batch" in batch_kinds:
             log.warning("a batch norm (model %s) with size-bucketed batches: each batch holds molecules of one "

@@ -24,7 +24,8 @@ def test_defaults_follow_the_graphormer_recipe_with_the_cpu_choices():
     assert (tc.end_lr, tc.weight_decay, tc.clip_norm) == (1e-9, 0.01, 5.0)
     assert tc.adam_betas == (0.9, 0.999)
     # chosen by ablation (docs/accuracy.md)
-    assert (tc.lr, tc.warmup_fraction, tc.batch_size, tc.batching, tc.epochs) == (5e-4, 0.05, 32, "bucket", "auto")
+    assert (tc.lr, tc.warmup_fraction, tc.batch_size, tc.batching, tc.epochs, tc.patience) == \
+        (5e-4, 0.05, 32, "bucket", "auto", "auto")
 
 
 @pytest.mark.parametrize("steps_per_epoch, epochs", [(1, 100), (3, 100), (6, 84), (10, 50), (63, 50), (515, 50)])
@@ -32,6 +33,16 @@ def test_auto_epochs_from_the_data_size(steps_per_epoch, epochs):
     from molsepnorm.train.config import auto_epochs
 
     assert auto_epochs(steps_per_epoch) == epochs
+
+
+@pytest.mark.parametrize("patience, epochs, stop_after", [
+    ("auto", 50, 15), ("auto", 100, 30), ("auto", 5, 10), (7, 50, 7), ("off", 50, None), (None, 50, None),
+])
+def test_patience_of_a_run(patience, epochs, stop_after):
+    from molsepnorm.train.config import resolve_patience
+
+    TrainConfig(patience=patience).validate()
+    assert resolve_patience(patience, epochs) == stop_after
 
 
 def test_overrides_win_over_the_file_and_none_means_not_given(tmp_path):
@@ -66,6 +77,8 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"device": "tpu"}, "data": {"dataset": "d"}}, "train.device"),
     ({"train": {"end_lr": 1.0}, "data": {"dataset": "d"}}, "train.end_lr"),
     ({"train": {"cpu_malloc": "jemalloc"}, "data": {"dataset": "d"}}, "train.cpu_malloc"),
+    ({"train": {"patience": "soon"}, "data": {"dataset": "d"}}, "train.patience must be a positive integer, 'auto'"),
+    ({"train": {"patience": 0}, "data": {"dataset": "d"}}, "train.patience"),
     ({}, "data.dataset"),
 ])
 def test_invalid_configs_are_named(raw, fragment):

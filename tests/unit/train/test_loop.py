@@ -171,6 +171,15 @@ def test_epochs_and_max_steps_end_at_whichever_comes_first(tpsa_csv, tiny_config
     assert Trainer(config, _splits(config)).total_steps == 4
 
 
+def test_early_stopping_ends_patience_epochs_after_the_best(tpsa_csv, tiny_config):
+    # a learning rate far too high for a tiny model: the validation MAE cannot improve
+    # for 12 epochs in a row, so a patience of 1 must end the run early
+    config = tiny_config(tpsa_csv, epochs=12, lr=5e-2, patience=1, batch_size=64)
+    result = Trainer(config, _splits(config)).fit()
+    assert result.stopped == "early_stopping"
+    assert result.epochs == result.best_epoch + 1 < 12
+
+
 def test_last_checkpoint_carries_the_best_weights(tpsa_csv, tiny_config, tmp_path):
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.checkpoint.run_dir import RunDir
