@@ -51,6 +51,7 @@ _OVERRIDES = {
     "device": "train.device",
     "num_workers": "train.num_workers",
     "patience": "train.patience",
+    "ema": "train.ema_decay",
     "threads": "train.threads",
     "cpu_malloc": "train.cpu_malloc",
     "batching": "train.batching",
@@ -92,6 +93,8 @@ _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
 @click.option("--patience", type=PATIENCE, default=None,
               help="Early stopping: stop after N epochs without a better validation metric; auto (default): "
                    "30% of the epochs, at least 10; off: train all epochs.")
+@click.option("--ema", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=None,
+              metavar="DECAY", help="Evaluate and save a moving average of the weights with this decay, e.g. 0.999.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Also write last.pt every N steps within an epoch.")
 @click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.train.config:NONFINITE"), default=None,

@@ -107,6 +107,7 @@ class TrainConfig:
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
     clip_norm: Optional[float] = 5.0  # max gradient norm; None: no clipping
+    ema_decay: Optional[float] = None  # evaluate and save a moving average of the weights (molsepnorm.train.ema); None: off
     loss: str = "auto"  # "l1" | "mse" | "bce" | "auto" (l1 for regression, bce for binary)
     standardize_targets: bool = True  # regression targets scaled to mean 0, std 1 for training
     seed: int = 0
@@ -155,6 +156,8 @@ class TrainConfig:
             raise ConfigError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
         if not 0 <= self.warmup_fraction < 1:
             raise ConfigError(f"train.warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.ema_decay is not None and not 0 < self.ema_decay < 1:
+            raise ConfigError(f"train.ema_decay must be in (0, 1) or null, got {self.ema_decay}")
         if self.weight_decay < 0:
             raise ConfigError(f"train.weight_decay must be >= 0, got {self.weight_decay}")
         if self.clip_norm is not None and not self.clip_norm > 0:

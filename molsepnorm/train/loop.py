@@ -41,6 +41,7 @@ from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
 from molsepnorm.train.config import ExperimentConfig
+from molsepnorm.train.ema import WeightEMA
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
 from molsepnorm.train.state import (Progress, capture_rng_state, restore_rng_state, seed_everything,
@@ -144,7 +145,10 @@ class Trainer:
         self.scaler: Optional[TargetScaler] = None
         if self.task == "regression" and tc.standardize_targets:
             self.scaler = TargetScaler.fit(targets(splits.train))
-        self.runner = Runner(ddp.unwrap(self.model), self.task, self.scaler, bf16=self.use_bf16)
+        # the weights that are evaluated and saved: the model's, or their moving average
+        self.ema = WeightEMA(ddp.unwrap(self.model), tc.ema_decay) if tc.ema_decay else None
+        self.eval_model: nn.Module = self.ema.module if self.ema else ddp.unwrap(self.model)
+        self.runner = Runner(self.eval_model, self.task, self.scaler, bf16=self.use_bf16)
 
         self.train_sampler = make_train_sampler(
             self.sizes["train"], tc.batch_size, tc.batching, tc.max_tokens, seed=tc.seed,
@@ -300,6 +304,8 @@ class Trainer:
         done = self.step(batch)
         if done.applied:
             self.state.step += 1
+            if self.ema is not None:
+                self.ema.update(ddp.unwrap(self.model))
             self.state.skipped_in_a_row = 0
             return done
         message = f"{done.problem} at {self._where(batch, index)}"
@@ -337,11 +343,11 @@ class Trainer:
         st.epoch += 1
         st.batch_in_epoch = 0
         value = val.get(self.metric, float("nan"))
-        improved = is_better(self.metric, value, st.best_value) and _params_finite(self.model)
+        improved = is_better(self.metric, value, st.best_value) and _params_finite(self.eval_model)
         if improved:
             st.best_value, st.best_epoch, st.best_val = value, st.epoch, dict(val)
             st.bad_epochs = 0
-            self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in self._model_state().items()}
+            self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.eval_model.state_dict().items()}
         else:
             st.bad_epochs += 1
         row = {"epoch": st.epoch, "step": st.step, "lr": self.scheduler.get_last_lr()[0],
@@ -356,7 +362,7 @@ class Trainer:
         log.info("epoch %d  step %d  train loss %.4f  val %s%s  (%.1f s, %.0f graphs/s)", st.epoch, st.step,
                  train_loss, _short(val), "  *best*" if improved else "", epoch_seconds, graphs_per_s)
         if improved and self.run_dir is not None:
-            self._checkpoint("best").save(self.run_dir.best)
+            self._checkpoint("best", state_dict=self.eval_model.state_dict()).save(self.run_dir.best)
         self._save_last()
 
     # ------------------------------------------------------------------ evaluation
@@ -405,6 +411,8 @@ class Trainer:
             return
         checkpoint = self._checkpoint("last")
         checkpoint.training_state = training_state(self.optimizer, self.scheduler, self.state, rng, self._best_state)
+        if self.ema is not None:
+            checkpoint.training_state["ema"] = self.ema.state_dict()
         checkpoint.save(self.run_dir.last)
 
     def load_training_state(self, checkpoint: Checkpoint) -> None:
@@ -417,6 +425,12 @@ class Trainer:
         self.scheduler.load_state_dict(ts["scheduler"])
         self.state = Progress.from_dict(ts["progress"])
         self._best_state = ts.get("best_model")
+        if self.ema is not None:
+            if ts.get("ema") is not None:
+                self.ema.load_state_dict(ts["ema"])
+            else:
+                raise MolsepnormError(f"{checkpoint.name} was written without train.ema_decay: it cannot resume a "
+                                      "run with a weight average")
         rngs = ts["rng"]
         if len(rngs) == self.env.world_size:
             restore_rng_state(rngs[self.env.rank])
@@ -430,7 +444,7 @@ class Trainer:
         st = self.state
         best_state = self._best_state
         if best_state is not None:
-            ddp.unwrap(self.model).load_state_dict(best_state)
+            self.eval_model.load_state_dict(best_state)
         else:
             log.warning("no epoch gave a finite validation %s: no best.pt; reporting the last weights", self.metric)
         test = self.evaluate("test")

@@ -92,10 +92,11 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert "resumed" in (killed / "train.log").read_text()
 
 
-@pytest.mark.parametrize("batching", ["random", "bucket"])
-def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, batching):
+@pytest.mark.parametrize("batching, ema", [("random", None), ("bucket", None), ("bucket", 0.9)])
+def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, batching, ema):
     """Deterministic mid-epoch interruption (step 7; last.pt at step 6, batch 6 of epoch 1),
-    with shuffled batches and with size-bucketed ones (the default)."""
+    with shuffled batches and with size-bucketed ones (the default), and with a moving
+    average of the weights (which last.pt must carry)."""
     from molsepnorm.train import loop
     from molsepnorm.train.api import resume, train
     from molsepnorm.train.config import load_experiment_config
@@ -104,7 +105,7 @@ def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, ba
     config = lambda: load_experiment_config(TINY, {  # noqa: E731
         "data.dataset": str(csv), "train.epochs": 2, "train.batch_size": 32, "train.seed": 3,
         "train.checkpoint_every_steps": 3, "train.threads": 1, "train.progress": False,
-        "train.batching": batching})
+        "train.batching": batching, "train.ema_decay": ema})
     full = train(config(), out=tmp_path / "full", console=False)
 
     step = loop.Trainer._train_step
