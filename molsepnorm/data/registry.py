@@ -1,7 +1,7 @@
 """``load_dataset``: every data set behind one call, and the :class:`DatasetSplits` it returns.
 
 Named data sets are registered with :func:`register_dataset`; the built-in ones
-(``zinc-subset``, ``zinc``, ``molhiv``, ``nci-tpsa``) register themselves when their
+(``zinc-subset``, ``zinc``, ``molhiv``, ``nci-tpsa``, ``moses``) register themselves when their
 module is imported, which :func:`load_dataset` does on first use.  Anything that looks
 like a path to a ``.csv`` / ``.tsv`` file is read by :mod:`molsepnorm.data.csv_dataset`.
 
@@ -25,14 +25,16 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from molsepnorm.data.paths import PathLike, resolve_data_root
-from molsepnorm.errors import DatasetNotFoundError
+from molsepnorm.errors import DatasetNotFoundError, MolsepnormError
 
 SPLIT_NAMES = ("train", "val", "test")
 PARTS = (*SPLIT_NAMES, "all")  # what a model can be scored or embedded on ("all": the three together)
 _SPLIT_ALIASES = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 _METRIC_HIGHER_IS_BETTER = {"mae": False, "rmse": False, "rocauc": True}
+UNLABELLED = "unlabelled"  # the task of a corpus without targets (moses): no metric, nothing to fit
 _TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".csv.gz", ".tsv.gz")
-_BUILTIN_MODULES = ("molsepnorm.data.zinc", "molsepnorm.data.molhiv", "molsepnorm.data.nci")
+_BUILTIN_MODULES = ("molsepnorm.data.zinc", "molsepnorm.data.molhiv", "molsepnorm.data.nci",
+                    "molsepnorm.data.moses")
 
 
 @dataclass(frozen=True)
@@ -58,15 +60,19 @@ class DatasetSplits:
     Attributes:
         name: data set name (``"zinc-subset"``, ``"molhiv"``, a CSV's file name, ...).
         train, val, test: PyG datasets of ``Data`` objects.
-        task: ``"regression"`` or ``"binary"`` (binary classification, one logit per target).
+        task: ``"regression"``, ``"binary"`` (binary classification, one logit per target)
+            or ``"unlabelled"`` (a corpus without targets: graphs carry no ``y``,
+            ``target_names`` is empty, ``metric`` None; see :attr:`labelled`).
         target_names: one name per column of ``y``.
         vocab: atom/bond vocabulary of ``x`` / ``edge_attr``: ``"ogb"`` or ``"zinc"``.
-        metric: model-selection metric: ``"mae"`` (regression) or ``"rocauc"`` (binary).
+        metric: model-selection metric: ``"mae"`` (regression) or ``"rocauc"`` (binary);
+            None for an unlabelled corpus.
         split_indices: ``{"train", "val", "test"}`` -> int64 indices into the full data
             set: OGB graph ids for molhiv; positions in train+val+test concatenated for
             ZINC; 0-based data rows of the file for CSV / NCI.
         source: where the raw data was read.
-        cache_dir: where the processed cache lives.
+        cache_dir: where the processed cache lives (None: nothing cached, e.g. moses,
+            whose graphs are featurized when read).
         evaluator: OGB's ``Evaluator`` where the data set has one (molhiv), else None.
         skipped: source records that are not in the data set (invalid SMILES with
             ``on_invalid="skip"``, rows whose targets are all missing).
@@ -82,10 +88,10 @@ class DatasetSplits:
     task: str
     target_names: list[str]
     vocab: str
-    metric: str
+    metric: Optional[str]
     split_indices: dict[str, np.ndarray]
     source: Path
-    cache_dir: Path
+    cache_dir: Optional[Path]
     evaluator: Any = None
     skipped: list[SkippedRow] = field(default_factory=list)
     smiles: Optional[list[str]] = None
@@ -109,9 +115,16 @@ class DatasetSplits:
         return {split: len(getattr(self, split)) for split in SPLIT_NAMES}
 
     @property
+    def labelled(self) -> bool:
+        """Whether the graphs carry targets (False for an unlabelled corpus such as moses)."""
+        return self.task != UNLABELLED
+
+    @property
     def higher_is_better(self) -> bool:
         """Whether a larger :attr:`metric` is a better model (ROC-AUC) or a smaller one (MAE)."""
-        return _METRIC_HIGHER_IS_BETTER[self.metric]
+        if not self.labelled:
+            raise MolsepnormError(f"data set {self.name!r} is unlabelled: it has no metric")
+        return _METRIC_HIGHER_IS_BETTER[str(self.metric)]
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{k}={v:,}" for k, v in self.sizes.items())

@@ -114,6 +114,9 @@ class Trainer:
         from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 
         config.validate()
+        if not splits.labelled:
+            raise MolsepnormError(f"data set {splits.name!r} is unlabelled (it has no targets): training fits "
+                                  "targets; an unlabelled corpus serves pretraining and prediction")
         self.config = resolve_config(config, splits)
         self.tc = tc = self.config.train
         self.splits = splits
