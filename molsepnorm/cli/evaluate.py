@@ -21,8 +21,9 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Also write the metrics as JSON to this file ('-' for stdout only).")
 def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional[str], smiles_column: Optional[str],
-             target_columns: Optional[str], split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str],
-             batch_size: int, device: str, json_path: Optional[str]) -> None:
+             target_columns: Optional[str], id_column: Optional[str], split_by: Optional[str],
+             split_seed: Optional[int], vocab: Optional[str], batch_size: int, device: str,
+             json_path: Optional[str]) -> None:
     """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
 
     Without --dataset, the data set the model was trained on, split as in training.
@@ -38,7 +39,7 @@ def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional
     from molsepnorm.inference.evaluate import evaluate_checkpoint
     from molsepnorm.inference.metrics import summary_table
 
-    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab)
+    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, id_column=id_column)
     try:
         report = evaluate_checkpoint(model, dataset=dataset, split=split, data_root=data_root,
                                      options=options or None, batch_size=batch_size, device=device)

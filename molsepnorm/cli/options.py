@@ -3,8 +3,9 @@
 Every verb spells a thing the same way:
 
 * ``--model/-m CKPT|NAME``: a checkpoint file or a bundled model name (``molsepnorm models``);
-* ``--dataset/-d``, ``--data-root``, and for a CSV ``--smiles-column``, ``--target-columns``,
-  ``--split-by random|scaffold|column:NAME``, ``--split-seed``, ``--vocab``;
+* ``--dataset/-d``, ``--data-root``, and for a CSV or SDF ``--smiles-column`` (CSV),
+  ``--target-columns``, ``--id-column``, ``--split-by random|scaffold|column:NAME``,
+  ``--split-seed``, ``--vocab`` (an SDF's data fields are its columns);
 * ``--split train|val|test|all``: which part of a data set a model is scored or embedded
   on (``evaluate``, ``analyze``).  Before this vocabulary, ``train`` and ``prepare`` took
   ``--split`` for the split method: that spelling still works there, with a note;
@@ -81,20 +82,26 @@ def _split_alias(ctx: click.Context, param: click.Parameter, value: Optional[str
 
 
 def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[[Callable], Callable]:
-    """``--dataset`` and the options of a data set: where it is, and how to read and split a CSV."""
+    """``--dataset`` and the options of a data set: where it is, and how to read and split a CSV / SDF."""
     options = [
         click.option("--dataset", "-d", required=required, default=None,
-                     help="zinc-subset, zinc, molhiv, nci-tpsa, or a CSV/TSV of SMILES and targets."),
+                     help="zinc-subset, zinc, molhiv, nci-tpsa, a CSV/TSV of SMILES and targets, or an SDF "
+                          "(.sdf, .sdf.gz) whose data fields hold the targets."),
         click.option("--data-root", type=click.Path(file_okay=False), default=None,
                      help="Folder holding raw data sets (default: $MOLSEPNORM_DATA, else ~/.cache/molsepnorm/data)."),
         click.option("--smiles-column", default=None, help="CSV: column holding the SMILES (default: smiles)."),
         click.option("--target-columns", default=None,
-                     help="CSV: comma-separated target columns (default: every column but SMILES and split)."),
+                     help="CSV: comma-separated target columns (default: every column but SMILES, id and split); "
+                          "SDF: comma-separated data fields (required)."),
+        click.option("--id-column", default=None,
+                     help="CSV: column of molecule ids (default: none); SDF: data field of the ids (default: the "
+                          "title line, else the record number)."),
         click.option("--split-by", "split_by", default=None,
-                     help="CSV: how to split: random | scaffold | column:NAME (a column of train/val/test)."),
-        click.option("--split-seed", type=int, default=None, help="CSV: seed of a random or scaffold split."),
+                     help="CSV/SDF: how to split: random | scaffold | column:NAME (a column or data field of "
+                          "train/val/test)."),
+        click.option("--split-seed", type=int, default=None, help="CSV/SDF: seed of a random or scaffold split."),
         click.option("--vocab", type=VOCAB, default=None,
-                     help="CSV: featurizer vocabulary (default ogb: any element)."),
+                     help="CSV/SDF: featurizer vocabulary (default ogb: any element)."),
     ]
     if deprecated_split:
         options.append(click.option("--split", "split_alias", default=None, hidden=True, callback=_split_alias,
@@ -120,6 +127,7 @@ def dataset_kwargs(
     split_seed: Optional[int] = None,
     vocab: Optional[str] = None,
     split_alias: Optional[str] = None,
+    id_column: Optional[str] = None,
 ) -> dict[str, Any]:
     """The keyword arguments of :func:`molsepnorm.load_dataset` given on the command line."""
     kwargs: dict[str, Any] = {}
@@ -135,6 +143,8 @@ def dataset_kwargs(
         kwargs["seed"] = split_seed
     if vocab is not None:
         kwargs["vocab"] = vocab
+    if id_column is not None:
+        kwargs["id_column"] = id_column
     return kwargs
 
 

@@ -14,8 +14,8 @@ from molsepnorm.cli.options import dataset_kwargs, dataset_options
 @click.option("--batch-size", type=int, default=256, show_default=True,
               help="Batch size at which to report the padding of plain vs size-bucketed batches.")
 def prepare(dataset: str, data_root: Optional[str], smiles_column: Optional[str], target_columns: Optional[str],
-            split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str], split_alias: Optional[str],
-            batch_size: int) -> None:
+            id_column: Optional[str], split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str],
+            split_alias: Optional[str], batch_size: int) -> None:
     """Build (or reuse) the processed cache of a data set and print its splits.
 
     The same cache is what `train`, `evaluate` and `analyze` read, so preparing once
@@ -29,7 +29,8 @@ def prepare(dataset: str, data_root: Optional[str], smiles_column: Optional[str]
     start = time.perf_counter()
     try:
         splits = load_dataset(dataset, root=data_root,
-                              **dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, split_alias))
+                              **dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, split_alias,
+                                               id_column))
     except MolsepnormError as err:
         raise click.ClickException(str(err)) from err
     seconds = time.perf_counter() - start

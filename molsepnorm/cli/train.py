@@ -58,7 +58,7 @@ _OVERRIDES = {
     "checkpoint_every": "train.checkpoint_every_steps",
     "on_nonfinite": "train.on_nonfinite",
 }
-_CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias")
+_CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias", "id_column")
 # what --resume accepts besides the run directory
 _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
 

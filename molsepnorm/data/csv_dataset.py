@@ -5,7 +5,9 @@ and split columns exist (errors list the available columns), every target cell i
 number or empty, every split label is a split name.  Errors name the file and the row,
 where *row* is the line number in the file (the header is line 1).
 
-Molecules are featurized once (:func:`molsepnorm.chem.featurize_graph`: graph and
+The table becomes :class:`~molsepnorm.data.labelled.LabelledRows` and goes the way every
+labelled file goes (:func:`~molsepnorm.data.labelled.load_rows`, shared with SDF):
+molecules are featurized once (:func:`molsepnorm.chem.featurize_graph`: graph and
 Graphormer encodings, with a tqdm bar) into ``<cache>/processed/<key>/`` where the key hashes the
 file's bytes (sha256), the SMILES and target columns, the vocabulary and the featurizer
 and encoding versions; editing the file rebuilds it.  The cache also records invalid
@@ -25,65 +27,20 @@ Nothing is dropped silently:
 """
 from __future__ import annotations
 
-import json
 import math
-import os
-import sys
-import warnings
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
-import torch
-from torch_geometric.data import InMemoryDataset
-from tqdm.auto import tqdm
 
-from molsepnorm.data.cache import build_once, cache_key, file_sha256, read_marker
+from molsepnorm.data.cache import file_sha256
+from molsepnorm.data.labelled import MISSING_TOKENS, LabelledRows, check_options, listing, load_rows
 from molsepnorm.data.paths import PathLike
-from molsepnorm.data.registry import DatasetSplits, SkippedRow
-from molsepnorm.data.splits import (
-    DEFAULT_SIZES,
-    check_sizes,
-    column_split,
-    murcko_scaffold,
-    random_split,
-    scaffold_split,
-)
-from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError, InvalidMoleculeError
+from molsepnorm.data.registry import DatasetSplits
+from molsepnorm.data.splits import DEFAULT_SIZES, column_split
+from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError
 
-MISSING_TOKENS = frozenset({"", "nan", "na", "n/a", "none", "null"})
-"""Target cells read as a missing value (case-insensitive, after stripping)."""
-TASKS = ("regression", "binary")
-_TASK_ALIASES = {"regression": "regression", "binary": "binary", "classification": "binary"}
-MAX_LISTED = 50  # rows listed in one error or warning; the rest are counted
-
-
-# --------------------------------------------------------------------------- cached graphs
-
-
-class ProcessedGraphs(InMemoryDataset):
-    """The graphs of one processed table, read from a file written by :meth:`save`."""
-
-    def __init__(self, path: PathLike) -> None:
-        super().__init__(None)
-        self.load(str(path))
-
-
-def _outside_package_stacklevel() -> int:
-    """``stacklevel`` for ``warnings.warn`` called from the caller of this function that
-    points at the first frame outside molsepnorm, so the warning names the user's line."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    level, frame = 1, sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def _listing(lines: Sequence[str]) -> str:
-    shown = "\n".join(f"  {line}" for line in lines[:MAX_LISTED])
-    more = len(lines) - MAX_LISTED
-    return shown + (f"\n  ... and {more} more" if more > 0 else "")
 
 
 # --------------------------------------------------------------------------- reading
@@ -133,7 +90,7 @@ def parse_targets(table: pd.DataFrame, columns: Sequence[str], lines: np.ndarray
             out[i, j] = value
     if bad:
         raise DatasetFormatError(f"{source}: {len(bad)} target cell(s) are not finite numbers "
-                                 f"(empty, NaN or NA mean missing):\n{_listing(bad)}")
+                                 f"(empty, NaN or NA mean missing):\n{listing(bad)}")
     return out
 
 
@@ -150,55 +107,7 @@ def _resolve_split(split: str, table: pd.DataFrame, source: str) -> tuple[str, O
                              f"of a column; the columns are: {', '.join(repr(c) for c in columns)}")
 
 
-# --------------------------------------------------------------------------- featurizing
-
-
-def _featurize_rows(smiles: Sequence[str], y: np.ndarray, lines: np.ndarray, vocab: str, out: Path,
-                    what: str, progress: Optional[bool]) -> dict:
-    """Featurize every row into ``out/data.pt``; return what the marker records."""
-    from molsepnorm.chem import featurize_graph, parse_molecule
-
-    graphs, rows, scaffolds, invalid = [], [], [], []
-    bar = tqdm(total=len(smiles), desc=f"featurizing {what}", unit="mol",
-               disable=None if progress is None else not progress)
-    for i, text in enumerate(smiles):
-        try:
-            mol = parse_molecule(text)
-            data = featurize_graph(mol, vocab).to_data()  # with the encodings (RDKit's distances for ogb)
-        except InvalidMoleculeError as err:
-            invalid.append({"row": int(lines[i]), "index": i, "smiles": text, "reason": err.reason})
-        else:
-            data.smiles = text.strip()
-            data.y = torch.from_numpy(y[i:i + 1].astype(np.float32))  # [1, T], as GraphormerPreTransform makes it
-            graphs.append(data)
-            rows.append(i)
-            scaffolds.append(murcko_scaffold(mol))
-        bar.update(1)
-    bar.close()
-    if graphs:
-        ProcessedGraphs.save(graphs, str(out / "data.pt"))
-    meta = {"rows": rows, "scaffolds": scaffolds, "invalid": invalid}
-    (out / "meta.json").write_text(json.dumps(meta))
-    return {"molecules": len(graphs), "invalid": len(invalid)}
-
-
 # --------------------------------------------------------------------------- the loader
-
-
-def _infer_task(task: Optional[str], y: np.ndarray, lines: np.ndarray, names: Sequence[str], source: str) -> str:
-    values = y[~np.isnan(y)]
-    is_binary = bool(values.size) and bool(np.isin(values, (0.0, 1.0)).all())
-    if task is None:
-        return "binary" if is_binary else "regression"
-    resolved = _TASK_ALIASES.get(str(task).lower())
-    if resolved is None:
-        raise ValueError(f"task must be one of {', '.join(TASKS)} or None (infer), got {task!r}")
-    if resolved == "binary" and not is_binary:
-        bad = [f"row {lines[i]}, column {names[j]!r}: {y[i, j]:g}"
-               for i, j in zip(*np.nonzero(~np.isnan(y) & ~np.isin(y, (0.0, 1.0))))]
-        raise DatasetFormatError(f"{source}: task='binary' needs targets 0 or 1 (or missing); "
-                                 f"{len(bad)} cell(s) are not:\n{_listing(bad)}")
-    return resolved
 
 
 def load_table(
@@ -217,6 +126,7 @@ def load_table(
     task: Optional[str] = None,
     on_invalid: str = "error",
     progress: Optional[bool] = None,
+    id_column: Optional[str] = None,
 ) -> DatasetSplits:
     """Featurize (cached), validate and split a table whose cells are strings.
 
@@ -224,60 +134,24 @@ def load_table(
     must already be resolved to names of ``table``.  See :func:`load_csv` for the options.
     """
     label = str(source)
-    if vocab not in ("ogb", "zinc"):
-        raise ValueError(f"vocab must be 'ogb' or 'zinc', got {vocab!r}")
-    if on_invalid not in ("error", "skip"):
-        raise ValueError(f"on_invalid must be 'error' or 'skip', got {on_invalid!r}")
-    sizes = check_sizes(sizes)
+    check_options(vocab, on_invalid)
     kind, split_column = _resolve_split(split, table, label)
+    labels = None
     if kind == "column":
-        column_split(table[split_column].tolist(), rows=lines, column=split_column, source=label)  # fail early
+        labels = table[split_column].tolist()
+        column_split(labels, rows=lines, column=split_column, source=label)  # fail early
     y_all = parse_targets(table, target_columns, lines, label)
     smiles_all = table[smiles_column].astype(str).tolist()
-
-    key = cache_key(name, vocab, sha256=content_sha256, smiles_column=smiles_column,
-                    target_columns=list(target_columns))
-    cache = build_once(key, lambda out: _featurize_rows(smiles_all, y_all, lines, vocab, out, name, progress),
-                       f"{name} ({len(table):,} molecules, {vocab} vocabulary)")
-    meta = json.loads((cache / "meta.json").read_text())
-    rows = np.asarray(meta["rows"], dtype=np.int64)  # table row of each cached graph
-
-    skipped = [SkippedRow(e["row"], e["smiles"], e["reason"]) for e in meta["invalid"]]
-    if skipped and on_invalid == "error":
-        raise DatasetFormatError(
-            f"{label}: {len(skipped)} invalid SMILES (row = line in the file); fix them, or pass "
-            f"on_invalid='skip' to leave these rows out:\n{_listing([str(s) for s in skipped])}")
-    all_missing = np.isnan(y_all[rows]).all(axis=1) if rows.size else np.zeros(0, dtype=bool)
-    for i in rows[all_missing]:
-        skipped.append(SkippedRow(int(lines[i]), smiles_all[i], "every target is missing"))
-    if skipped:
-        skipped.sort(key=lambda s: s.row)
-        warnings.warn(f"{label}: {len(skipped)} row(s) left out of the data set (listed in "
-                      f"DatasetSplits.skipped):\n{_listing([str(s) for s in skipped])}", UserWarning,
-                      stacklevel=_outside_package_stacklevel())
-    keep = np.nonzero(~all_missing)[0]  # graph ids kept
-    if keep.size == 0:
-        raise DatasetFormatError(f"{label}: no usable molecule: every row has an invalid SMILES or no target")
-
-    kept_rows = rows[keep]
-    resolved_task = _infer_task(task, y_all[kept_rows], lines[kept_rows], target_columns, label)
-    if kind == "random":
-        parts = random_split(len(keep), sizes, seed)
-    elif kind == "scaffold":
-        parts = scaffold_split([meta["scaffolds"][g] for g in keep], sizes, seed)
-    else:
-        parts = column_split(table[split_column].iloc[kept_rows].tolist(), rows=lines[kept_rows],
-                             column=split_column, source=label)
-    graphs = ProcessedGraphs(cache / "data.pt")
-    datasets = {s: graphs[torch.from_numpy(keep[idx])] for s, idx in parts.items()}
-    return DatasetSplits(
-        name=name, train=datasets["train"], val=datasets["val"], test=datasets["test"], task=resolved_task,
-        target_names=list(target_columns), vocab=vocab, metric="rocauc" if resolved_task == "binary" else "mae",
-        split_indices={s: kept_rows[idx] for s, idx in parts.items()}, source=source, cache_dir=cache,
-        skipped=skipped, smiles=smiles_all,
-        info={"split": kind if kind != "column" else f"column:{split_column}", "seed": seed, "sizes": sizes,
-              "sha256": content_sha256, "on_invalid": on_invalid, "built": read_marker(cache).get("built_at"),
-              "split_indices": "0-based data rows of the file (blank lines ignored)"})
+    ids = table[id_column].astype(str).str.strip().tolist() if id_column is not None else None
+    rows = LabelledRows(molecules=lambda: iter(smiles_all), y=y_all, target_names=list(target_columns), lines=lines,
+                        smiles=smiles_all, ids=ids, split_labels=labels, split_column=split_column)
+    return load_rows(rows, name=name, source=source,
+                     key_parts={"sha256": content_sha256, "smiles_column": smiles_column,
+                                "target_columns": list(target_columns)},
+                     split=kind, seed=seed, sizes=sizes, vocab=vocab, task=task, on_invalid=on_invalid,
+                     progress=progress,
+                     info={"sha256": content_sha256, "split_indices": "0-based data rows of the file (blank lines "
+                           "ignored)"})
 
 
 def load_csv(
@@ -292,6 +166,7 @@ def load_csv(
     on_invalid: str = "error",
     progress: Optional[bool] = None,
     sep: Optional[str] = None,
+    id_column: Optional[str] = None,
 ) -> DatasetSplits:
     """A CSV / TSV file of SMILES and one or more targets, split into train / val / test.
 
@@ -299,8 +174,8 @@ def load_csv(
         path: ``.csv`` (comma) or ``.tsv`` / ``.tab`` (tab) file, optionally gzipped,
             with a header line.
         smiles_column: column of SMILES (exact name, else a unique case-insensitive match).
-        target_columns: target column(s); default every column but the SMILES and the
-            split column.  Empty / NaN / NA / None / null cells are missing targets.
+        target_columns: target column(s); default every column but the SMILES, id and
+            split columns.  Empty / NaN / NA / None / null cells are missing targets.
         split: ``"random"`` (seeded permutation), ``"scaffold"`` (seeded balanced
             Bemis–Murcko scaffold split, see :func:`molsepnorm.data.splits.scaffold_split`),
             ``"column:NAME"`` or just ``"NAME"`` (a column of train / val / valid /
@@ -313,6 +188,8 @@ def load_csv(
         on_invalid: ``"error"`` or ``"skip"`` for rows whose SMILES do not parse.
         progress: show a progress bar while featurizing (None: only on a terminal).
         sep: field separator (default from the file extension).
+        id_column: a column of molecule ids (:attr:`DatasetSplits.ids`, named with each
+            skipped row); default none.
 
     Raises:
         DatasetNotFoundError: the file does not exist.
@@ -327,8 +204,9 @@ def load_csv(
     label = str(file)
     smiles_col = find_column(table, smiles_column, "SMILES", label)
     kind, split_column = _resolve_split(split, table, label)
+    id_col = find_column(table, id_column, "id", label) if id_column is not None else None
     if target_columns is None:
-        targets = [str(c) for c in table.columns if c not in (smiles_col, split_column)]
+        targets = [str(c) for c in table.columns if c not in (smiles_col, split_column, id_col)]
         if not targets:
             raise DatasetFormatError(
                 f"{label}: no target column: the file has only {', '.join(map(repr, table.columns))}")
@@ -340,4 +218,5 @@ def load_csv(
     lines = table.index.to_numpy(dtype=np.int64) + 2
     return load_table(table.reset_index(drop=True), name=file.name, source=file, content_sha256=file_sha256(file),
                       lines=lines, smiles_column=smiles_col, target_columns=targets, split=split, seed=seed,
-                      sizes=sizes, vocab=vocab, task=task, on_invalid=on_invalid, progress=progress)
+                      sizes=sizes, vocab=vocab, task=task, on_invalid=on_invalid, progress=progress,
+                      id_column=id_col)

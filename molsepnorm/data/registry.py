@@ -3,7 +3,8 @@
 Named data sets are registered with :func:`register_dataset`; the built-in ones
 (``zinc-subset``, ``zinc``, ``molhiv``, ``nci-tpsa``, ``moses``) register themselves when their
 module is imported, which :func:`load_dataset` does on first use.  Anything that looks
-like a path to a ``.csv`` / ``.tsv`` file is read by :mod:`molsepnorm.data.csv_dataset`.
+like a path to a ``.csv`` / ``.tsv`` file is read by :mod:`molsepnorm.data.csv_dataset`, a
+``.sdf`` / ``.sdf.gz`` file by :mod:`molsepnorm.data.sdf_dataset`.
 
 Adding a data set::
 
@@ -33,6 +34,7 @@ _SPLIT_ALIASES = {"train": "train", "val": "val", "valid": "val", "validation": 
 _METRIC_HIGHER_IS_BETTER = {"mae": False, "rmse": False, "rocauc": True}
 UNLABELLED = "unlabelled"  # the task of a corpus without targets (moses): no metric, nothing to fit
 _TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".csv.gz", ".tsv.gz")
+SDF_SUFFIXES = (".sdf", ".sd", ".sdf.gz", ".sd.gz")
 _BUILTIN_MODULES = ("molsepnorm.data.zinc", "molsepnorm.data.molhiv", "molsepnorm.data.nci",
                     "molsepnorm.data.moses")
 
@@ -41,12 +43,20 @@ _BUILTIN_MODULES = ("molsepnorm.data.zinc", "molsepnorm.data.molhiv", "molsepnor
 class SkippedRow:
     """A record of the source that is not in the data set, and why."""
 
-    row: int  # line number in the source file (a header is line 1)
-    smiles: str
+    row: int  # line number in the source file (a header is line 1); an SDF record's first line
+    smiles: str  # as given; an SDF record's as RDKit writes it ("" when unreadable)
     reason: str
+    record: Optional[int] = None  # 1-based record number where records span lines (SDF)
+    id: Optional[Any] = None  # the record's id (an SDF title, an id column / field), if known
 
     def __str__(self) -> str:
-        return f"row {self.row}: {self.smiles!r}: {self.reason}"
+        where = f"row {self.row}" if self.record is None else f"record {self.record} (line {self.row}"
+        if self.id is not None:
+            where += f", id {self.id!r}" if self.record is not None else f" (id {self.id!r})"
+        where += ")" if self.record is not None else ""
+        if self.record is not None and not self.smiles:  # an SDF record RDKit could not read
+            return f"{where}: {self.reason}"
+        return f"{where}: {self.smiles!r}: {self.reason}"
 
 
 @dataclass
@@ -69,15 +79,18 @@ class DatasetSplits:
             None for an unlabelled corpus.
         split_indices: ``{"train", "val", "test"}`` -> int64 indices into the full data
             set: OGB graph ids for molhiv; positions in train+val+test concatenated for
-            ZINC; 0-based data rows of the file for CSV / NCI.
+            ZINC; 0-based data rows of the file for CSV / NCI; 0-based records (record
+            number - 1) for SDF.
         source: where the raw data was read.
         cache_dir: where the processed cache lives (None: nothing cached, e.g. moses,
             whose graphs are featurized when read).
         evaluator: OGB's ``Evaluator`` where the data set has one (molhiv), else None.
-        skipped: source records that are not in the data set (invalid SMILES with
-            ``on_invalid="skip"``, rows whose targets are all missing).
+        skipped: source records that are not in the data set (invalid molecules with
+            ``on_invalid="skip"``, records whose targets are all missing).
         smiles: SMILES of the full data set, indexed like ``split_indices``, when cheap
             to provide (None for ZINC).
+        ids: ids of the full data set, indexed like ``split_indices``: an SDF's titles (or
+            its ``id_column`` field), a CSV's ``id_column``; None when there are none.
         info: anything else worth recording (split method, seed, ...).
     """
 
@@ -95,6 +108,7 @@ class DatasetSplits:
     evaluator: Any = None
     skipped: list[SkippedRow] = field(default_factory=list)
     smiles: Optional[list[str]] = None
+    ids: Optional[list[Any]] = None
     info: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, split: str):
@@ -162,9 +176,14 @@ def available_datasets() -> list[str]:
 
 
 def looks_like_table(name: str) -> bool:
-    """Whether ``name`` is read as a CSV / TSV file rather than a registered data set."""
+    """Whether ``name`` is read as a file (CSV / TSV / SDF) rather than a registered data set."""
     lowered = name.lower()
-    return lowered.endswith(_TABLE_SUFFIXES) or Path(name).expanduser().is_file()
+    return lowered.endswith(_TABLE_SUFFIXES + SDF_SUFFIXES) or Path(name).expanduser().is_file()
+
+
+def is_sdf(name: PathLike) -> bool:
+    """Whether ``name`` is read as an SD file (``.sdf`` / ``.sd``, optionally gzipped)."""
+    return str(name).lower().endswith(SDF_SUFFIXES)
 
 
 def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any) -> DatasetSplits:
@@ -172,14 +191,16 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
 
     Args:
         name: ``"zinc-subset"``, ``"zinc"`` (full ZINC), ``"molhiv"`` (alias
-            ``"ogbg-molhiv"``), ``"nci-tpsa"``, or a path to a CSV / TSV file of SMILES
-            and targets (see :func:`molsepnorm.data.csv_dataset.load_csv`).
+            ``"ogbg-molhiv"``), ``"nci-tpsa"``, a path to a CSV / TSV file of SMILES
+            and targets (see :func:`molsepnorm.data.csv_dataset.load_csv`), or to an SD
+            file (``.sdf`` / ``.sdf.gz``) whose data fields hold the targets (see
+            :func:`molsepnorm.data.sdf_dataset.load_sdf`).
         root: data root holding the raw benchmark folders (``ZINC/``, ``ogbg_molhiv/``);
             default ``$MOLSEPNORM_DATA``, else ``<cache>/data``.  Never written to,
             except that a missing benchmark is downloaded there when it is writable.
         **options: loader options; e.g. ``seed`` and ``sizes`` (nci-tpsa), ``download``
             (zinc, molhiv), ``smiles_column``, ``target_columns``, ``split``, ...
-            (CSV), ``progress`` (all).
+            (CSV), ``target_columns``, ``id_column``, ``split``, ... (SDF), ``progress`` (all).
 
     Raises:
         DatasetNotFoundError: unknown name (with close matches), or raw files missing.
@@ -187,6 +208,10 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
         TypeError: an option the loader does not accept.
     """
     text = str(name)
+    if is_sdf(text):
+        from molsepnorm.data.sdf_dataset import load_sdf
+
+        return load_sdf(text, **options)
     if isinstance(name, Path) or looks_like_table(text):
         from molsepnorm.data.csv_dataset import load_csv
 
@@ -198,7 +223,8 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise DatasetNotFoundError(
             f"unknown data set {text!r}.{hint} Known data sets: {', '.join(sorted(set(_CANONICAL.values())))}; "
-            "or give the path of a .csv / .tsv file of SMILES and targets."
+            "or give the path of a .csv / .tsv file of SMILES and targets, or of an .sdf / .sdf.gz file whose "
+            "data fields hold the targets."
         )
     _check_options(_CANONICAL[text.lower()], loader, options)
     return loader(resolve_data_root(root), **options)

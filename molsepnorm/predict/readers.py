@@ -13,7 +13,8 @@ Formats (``.gz`` allowed on any of them; ``-`` reads standard input):
   the title line (RDKit's ``_Name``) or the data field named by ``id_column``.  Each
   record is parsed *unsanitized* (``MolFromMolBlock(sanitize=False, removeHs=False)``)
   so that the predictor's :func:`~molsepnorm.chem.parse_molecule` gives the chemistry
-  reasons.
+  reasons.  Blocks, fields and mol blocks are read by :mod:`molsepnorm.chem.sdf`, as
+  labelled SDF data sets read them.
 
 Nothing is skipped but blank lines: a line that is not UTF-8, a CSV row too short to hold
 the SMILES, an SDF block RDKit cannot read, all become records carrying an ``error``.
@@ -22,17 +23,15 @@ block, one CSV row) is held in memory at a time.
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import gzip
 import io
-import re
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Iterator, Optional, Union
 
+from molsepnorm.chem.sdf import SdfBlock, molblock_to_mol, sdf_blocks, sdf_data_fields, universal_lines
 from molsepnorm.errors import MolsepnormError
 
 FORMATS: tuple[str, ...] = ("smi", "csv", "tsv", "sdf")
@@ -44,8 +43,6 @@ _SUFFIXES = {
 }
 STDIN = "-"
 _ID_NAMES = ("id", "name")  # default id columns of a CSV, matched case-insensitively
-_SDF_FIELD = re.compile(r"^>.*?<([^>]*)>")
-_SDF_END = "$$$$"
 
 
 class InputFormatError(MolsepnormError, ValueError):
@@ -188,7 +185,7 @@ class RecordReader:
     # --- .smi ---------------------------------------------------------------------------
     def _smi_records(self) -> Iterator[Record]:
         index = 0
-        for number, raw in enumerate(_universal_lines(self._stream), start=1):
+        for number, raw in enumerate(universal_lines(self._stream), start=1):
             text, error = _decode(raw, first=number == 1)
             if error is None and not text.strip():
                 continue
@@ -265,37 +262,21 @@ class RecordReader:
 
     # --- .sdf -----------------------------------------------------------------------------
     def _sdf_records(self) -> Iterator[Record]:
-        index = 0
-        block: list[bytes] = []
-        start = 1
-        number = 0
-        for number, raw in enumerate(_universal_lines(self._stream), start=1):
-            if raw.strip() == _SDF_END.encode():
-                index += 1
-                yield self._sdf_record(index, start, block)
-                block, start = [], number + 1
-            else:
-                block.append(raw + b"\n")
-        if any(raw.strip() for raw in block):  # a last record without its $$$$ line
-            index += 1
-            yield self._sdf_record(index, start, block)
+        for block in sdf_blocks(self._stream):
+            yield self._sdf_record(block)
 
-    def _sdf_record(self, index: int, start: int, raw_lines: list[bytes]) -> Record:
-        try:
-            text = b"".join(raw_lines).decode("utf-8-sig" if start == 1 else "utf-8")
-        except UnicodeDecodeError as exc:
-            return Record(index, start, index, "", error=f"the SDF record is not valid UTF-8 text ({exc.reason} "
-                                                              f"at byte {exc.start})")
-        text = text.replace("\r\n", "\n")
-        title = text.split("\n", 1)[0].strip()
-        fields = sdf_data_fields(text)
-        ident: Union[str, int] = title or index
+    def _sdf_record(self, block: SdfBlock) -> Record:
+        index, start = block.index, block.line
+        if block.error is not None:
+            return Record(index, start, index, "", error=block.error)
+        fields = sdf_data_fields(block.text)
+        ident: Union[str, int] = block.title or index
         if self.id_column is not None:
             if self.id_column not in fields:
                 return Record(index, start, ident, "", error=f"the SDF record has no data field "
                                                              f"{self.id_column!r} for its id")
             ident = fields[self.id_column].strip() or index
-        mol = molblock_to_mol(text)
+        mol = molblock_to_mol(block.text)
         if isinstance(mol, str):
             return Record(index, start, ident, "", error=mol)
         return Record(index, start, ident, "", mol=mol)
@@ -317,17 +298,6 @@ def split_smi_line(text: str) -> tuple[str, str]:
     return smiles, rest.strip()
 
 
-def _universal_lines(stream: BinaryIO) -> Iterator[bytes]:
-    """The lines of a binary stream ended by ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac
-    files), each without its ending: without this a ``\\r``-only ``.smi`` was one record
-    whose name swallowed every later molecule, and a ``\\r``-only SDF one failed record."""
-    for raw in stream:
-        body = raw[:-1] if raw.endswith(b"\n") else raw
-        if body.endswith(b"\r"):
-            body = body[:-1]
-        yield from body.split(b"\r") if b"\r" in body else (body,)
-
-
 def _decode(raw: bytes, first: bool) -> tuple[str, Optional[str]]:
     """A line's text without its line ending, and an error if it is not UTF-8."""
     try:
@@ -336,58 +306,3 @@ def _decode(raw: bytes, first: bool) -> tuple[str, Optional[str]]:
         return raw.decode("utf-8", errors="replace").rstrip("\r\n"), (
             f"the line is not valid UTF-8 text ({exc.reason} at byte {exc.start})")
     return text.rstrip("\r\n"), None
-
-
-def sdf_data_fields(block: str) -> dict[str, str]:
-    """The ``> <NAME>`` data fields after ``M  END`` of one SDF record (text with ``\\n``)."""
-    end = block.find("M  END")
-    if end < 0:
-        return {}
-    fields: dict[str, str] = {}
-    lines = block[end:].split("\n")[1:]
-    i = 0
-    while i < len(lines):
-        match = _SDF_FIELD.match(lines[i])
-        i += 1
-        if match is None:
-            continue
-        value: list[str] = []
-        while i < len(lines) and lines[i].strip():
-            value.append(lines[i])
-            i += 1
-        fields[match.group(1)] = "\n".join(value)
-    return fields
-
-
-_RDKIT_LOG_LOCK = threading.Lock()
-_RDKIT_NOISE = re.compile(r"^(\*{4}|-{10}|Stacktrace:|\d+# |Violation occurred on line|Failed Expression:)")
-
-
-def molblock_to_mol(block: str) -> Any:
-    """The unsanitized Mol of a mol block, or a string saying why RDKit cannot read it."""
-    from rdkit import Chem, rdBase
-
-    with rdBase.BlockLogs():
-        mol = Chem.MolFromMolBlock(block, sanitize=False, removeHs=False)
-    if mol is not None:
-        return mol
-    # The mol-file parser logs its reason on RDKit's warning log, which CaptureErrorLog does
-    # not see: send RDKit's log to Python's stderr for this one call and capture that.  The
-    # log quotes the bad field cut at a byte count; a cut inside a multi-byte character
-    # cannot reach Python and went to the terminal instead, so the reason is read from the
-    # block with every non-ASCII character (none is valid in a mol block) replaced by "?".
-    if not block.isascii():
-        block = "".join(c if c.isascii() else "?" for c in block)
-    buffer = io.StringIO()
-    with _RDKIT_LOG_LOCK:
-        rdBase.LogToPythonStderr()
-        try:
-            with contextlib.redirect_stderr(buffer):
-                Chem.MolFromMolBlock(block, sanitize=False, removeHs=False)
-        finally:
-            rdBase.LogToCppStreams()
-    lines = [re.sub(r"^\[\d\d:\d\d:\d\d\]\s?", "", line).strip() for line in buffer.getvalue().splitlines()]
-    # an Invariant violation comes with a C++ stack trace and its frame: keep the message
-    kept = [line for line in lines if line and not _RDKIT_NOISE.match(line)]
-    reason = "; ".join(dict.fromkeys(kept))
-    return "RDKit cannot read the SDF record: " + (reason or "no reason given (empty or malformed mol block)")

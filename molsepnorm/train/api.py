@@ -31,7 +31,7 @@ log = logging.getLogger("molsepnorm.train")
 def default_run_dir(config: ExperimentConfig, root: PathLike = "runs") -> Path:
     """``runs/<data set>-<norm>-seed<N>-<YYYYmmdd-HHMMSS>``."""
     stem = Path(str(config.data.dataset)).name
-    stem = re.sub(r"\.(csv|tsv|tab)(\.gz)?$", "", stem, flags=re.IGNORECASE)
+    stem = re.sub(r"\.(csv|tsv|tab|sdf|sd)(\.gz)?$", "", stem, flags=re.IGNORECASE)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path(root) / f"{stem}-{config.model.get('norm', 'sep')}-seed{config.train.seed}-{stamp}"
 

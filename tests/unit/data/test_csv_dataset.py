@@ -235,3 +235,15 @@ def test_zinc_vocabulary(tmp_path: Path) -> None:
     splits = load_dataset(path, vocab="zinc", sizes=(0.6, 0.2, 0.2), progress=False)
     data = splits.train[0]
     assert splits.vocab == "zinc" and data.x.shape[1] == 1 and data.edge_attr.dim() == 1
+
+
+def test_id_column_names_molecules_and_is_not_a_target(tmp_path: Path, nci) -> None:
+    rows = [[f"NSC-{i}", s, t] for i, (s, t) in enumerate(nci[:20])]
+    rows[4][1] = "C1CCC"
+    path = write(tmp_path / "ids.csv", ["name", "smiles", "tpsa"], rows)
+    with pytest.warns(UserWarning, match=r"row 6 \(id 'NSC-4'\): 'C1CCC'"):
+        splits = load_dataset(path, id_column="Name", on_invalid="skip", progress=False)
+    assert splits.target_names == ["tpsa"] and splits.ids == [r[0] for r in rows]
+    assert [(s.row, s.id) for s in splits.skipped] == [(6, "NSC-4")]
+    with pytest.raises(DatasetFormatError, match=r"no id column 'code'"):
+        load_dataset(path, id_column="code", progress=False)

@@ -1,0 +1,285 @@
+"""A user's labelled molecules -> a cached, split :class:`DatasetSplits`: what CSV and SDF share.
+
+A file reader (:mod:`~molsepnorm.data.csv_dataset`, :mod:`~molsepnorm.data.sdf_dataset`)
+checks what it can without RDKit and hands over :class:`LabelledRows`: one entry per
+record (targets, split labels, ids, where it is in the file) and a way to iterate its
+molecules.  :func:`load_rows` then, the same for every format:
+
+1. featurizes each molecule once (:func:`~molsepnorm.chem.parse_molecule` then
+   :func:`~molsepnorm.chem.featurize_graph`, with a tqdm bar) into
+   ``<cache>/processed/<key>/``, keyed by the file's bytes and the reader's options
+   (:func:`~molsepnorm.data.cache.cache_key`), recording invalid molecules with RDKit's
+   reason and Bemis–Murcko scaffolds;
+2. applies ``on_invalid`` (``"error"``: one :class:`DatasetFormatError` listing every bad
+   record; ``"skip"``: a warning listing them, and :attr:`DatasetSplits.skipped`), and
+   leaves out — warned and recorded too — records whose targets are all missing;
+3. splits (``random`` / ``scaffold`` / a column of labels) at load time, so changing the
+   split, its seed or sizes never featurizes again.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch_geometric.data import InMemoryDataset
+from tqdm.auto import tqdm
+
+from molsepnorm.data.cache import build_once, cache_key, read_marker
+from molsepnorm.data.paths import PathLike
+from molsepnorm.data.registry import DatasetSplits, SkippedRow
+from molsepnorm.data.splits import check_sizes, column_split, murcko_scaffold, random_split, scaffold_split
+from molsepnorm.errors import DatasetFormatError, InvalidMoleculeError
+
+TASKS = ("regression", "binary")
+_TASK_ALIASES = {"regression": "regression", "binary": "binary", "classification": "binary"}
+MAX_LISTED = 50  # records listed in one error or warning; the rest are counted
+MISSING_TOKENS = frozenset({"", "nan", "na", "n/a", "none", "null"})
+"""Target values read as missing (case-insensitive, after stripping)."""
+
+#: What a reader yields per record: a SMILES, an RDKit Mol (sanitized or not), or why it could not be read.
+MoleculeItem = Union[str, Any, InvalidMoleculeError]
+
+
+class ProcessedGraphs(InMemoryDataset):
+    """The graphs of one processed file, read from a file written by :meth:`save`."""
+
+    def __init__(self, path: PathLike) -> None:
+        super().__init__(None)
+        self.load(str(path))
+
+
+def outside_package_stacklevel() -> int:
+    """``stacklevel`` for ``warnings.warn`` called from the caller of this function that
+    points at the first frame outside molsepnorm, so the warning names the user's line."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def listing(lines: Sequence[str]) -> str:
+    """Indented lines, at most :data:`MAX_LISTED` of them, then how many more."""
+    shown = "\n".join(f"  {line}" for line in lines[:MAX_LISTED])
+    more = len(lines) - MAX_LISTED
+    return shown + (f"\n  ... and {more} more" if more > 0 else "")
+
+
+@dataclass
+class LabelledRows:
+    """The R records of a file of labelled molecules, read and checked, not yet featurized.
+
+    Attributes:
+        molecules: called once, only when the cache is built: the R molecules in file
+            order, each a SMILES string, an RDKit Mol (unsanitized is fine:
+            :func:`~molsepnorm.chem.parse_molecule` sanitizes it and gives the chemistry
+            reasons) or an :class:`InvalidMoleculeError` for a record that cannot be read.
+        y: float32 ``(R, T)``, NaN for a missing target.
+        target_names: the T target names.
+        lines: int64 ``(R,)``, the line of the file where each record starts (a header is line 1).
+        records: int64 ``(R,)`` 1-based record numbers where records span lines (SDF);
+            None where a record is a line, named by it (``row``, CSV).
+        smiles: ``(R,)`` SMILES as given, or None: the SMILES of each featurized
+            molecule (``Chem.MolToSmiles``) is stored in the cache instead.
+        ids: ``(R,)`` record ids (SDF titles, an id column / field), or None.
+        split_labels: ``(R,)`` labels of a split column (train / val / test ...), or None.
+        split_column: that column's (field's) name.
+    """
+
+    molecules: Callable[[], Iterable[MoleculeItem]]
+    y: np.ndarray
+    target_names: list[str]
+    lines: np.ndarray
+    records: Optional[np.ndarray] = None
+    smiles: Optional[list[str]] = None
+    ids: Optional[list[Any]] = None
+    split_labels: Optional[list[Any]] = None
+    split_column: Optional[str] = None
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @property
+    def unit(self) -> str:
+        """What one entry is called in messages: ``row`` (a line) or ``record`` (a block)."""
+        return "row" if self.records is None else "record"
+
+    def place(self, i: int) -> str:
+        """Where entry ``i`` is: ``row 12`` (line 12) or ``record 3 (line 45)``."""
+        if self.records is None:
+            return f"row {int(self.lines[i])}"
+        return f"record {int(self.records[i])} (line {int(self.lines[i])})"
+
+    def skipped(self, i: int, smiles: str, reason: str) -> SkippedRow:
+        """The :class:`SkippedRow` of entry ``i`` (its id left out where it is only the record number)."""
+        record = None if self.records is None else int(self.records[i])
+        ident = None if self.ids is None else self.ids[i]
+        return SkippedRow(int(self.lines[i]), smiles, reason, record=record, id=None if ident == record else ident)
+
+
+# --------------------------------------------------------------------------- featurizing
+
+
+def _featurize_rows(rows: LabelledRows, vocab: str, out: Path, what: str, progress: Optional[bool]) -> dict:
+    """Featurize every record into ``out/data.pt``; return what the marker records."""
+    from molsepnorm.chem import featurize_graph, parse_molecule
+
+    graphs, kept, scaffolds, invalid = [], [], [], []
+    featurized_smiles: list[str] = []
+    bar = tqdm(total=len(rows), desc=f"featurizing {what}", unit="mol",
+               disable=None if progress is None else not progress)
+    count = 0
+    for i, item in enumerate(rows.molecules()):
+        count += 1
+        if count > len(rows):
+            break
+        given = rows.smiles[i] if rows.smiles is not None else None
+        try:
+            if isinstance(item, InvalidMoleculeError):
+                raise item
+            mol = parse_molecule(item)
+            graph = featurize_graph(mol, vocab)  # with the encodings (RDKit's distances for ogb)
+        except InvalidMoleculeError as err:
+            text = given if given is not None else err.smiles
+            invalid.append({"row": int(rows.lines[i]), "index": i, "smiles": text, "reason": err.reason})
+            featurized_smiles.append(text)
+        else:
+            data = graph.to_data()
+            data.smiles = given.strip() if given is not None else graph.smiles
+            data.y = torch.from_numpy(rows.y[i:i + 1].astype(np.float32))  # [1, T], as GraphormerPreTransform makes it
+            graphs.append(data)
+            kept.append(i)
+            scaffolds.append(murcko_scaffold(mol))
+            featurized_smiles.append(data.smiles)
+        bar.update(1)
+    bar.close()
+    if count != len(rows):
+        raise DatasetFormatError(f"{what}: {'more' if count > len(rows) else count} molecules read for {len(rows)} "
+                                 "records: did the file change while it was read?")
+    if graphs:
+        ProcessedGraphs.save(graphs, str(out / "data.pt"))
+    meta: dict[str, Any] = {"rows": kept, "scaffolds": scaffolds, "invalid": invalid}
+    if rows.smiles is None:
+        meta["smiles"] = featurized_smiles
+    (out / "meta.json").write_text(json.dumps(meta))
+    return {"molecules": len(graphs), "invalid": len(invalid)}
+
+
+# --------------------------------------------------------------------------- the loader
+
+
+def infer_task(task: Optional[str], y: np.ndarray, names: Sequence[str], place: Callable[[int], str],
+               source: str) -> str:
+    """``"binary"`` or ``"regression"``: ``task`` checked against ``y`` ``(R, T)``, or inferred
+    (binary when every present target is 0 or 1); ``place(i)`` names row ``i`` of ``y``."""
+    values = y[~np.isnan(y)]
+    is_binary = bool(values.size) and bool(np.isin(values, (0.0, 1.0)).all())
+    if task is None:
+        return "binary" if is_binary else "regression"
+    resolved = _TASK_ALIASES.get(str(task).lower())
+    if resolved is None:
+        raise ValueError(f"task must be one of {', '.join(TASKS)} or None (infer), got {task!r}")
+    if resolved == "binary" and not is_binary:
+        bad = [f"{place(i)}, column {names[j]!r}: {y[i, j]:g}"
+               for i, j in zip(*np.nonzero(~np.isnan(y) & ~np.isin(y, (0.0, 1.0))))]
+        raise DatasetFormatError(f"{source}: task='binary' needs targets 0 or 1 (or missing); "
+                                 f"{len(bad)} cell(s) are not:\n{listing(bad)}")
+    return resolved
+
+
+def check_options(vocab: str, on_invalid: str) -> None:
+    """Raise ``ValueError`` for an unknown vocabulary or ``on_invalid``."""
+    if vocab not in ("ogb", "zinc"):
+        raise ValueError(f"vocab must be 'ogb' or 'zinc', got {vocab!r}")
+    if on_invalid not in ("error", "skip"):
+        raise ValueError(f"on_invalid must be 'error' or 'skip', got {on_invalid!r}")
+
+
+def load_rows(
+    rows: LabelledRows,
+    *,
+    name: str,
+    source: Path,
+    key_parts: dict[str, Any],
+    split: str,
+    seed: int,
+    sizes: Sequence[float],
+    vocab: str,
+    task: Optional[str],
+    on_invalid: str,
+    progress: Optional[bool],
+    info: Optional[dict[str, Any]] = None,
+) -> DatasetSplits:
+    """Featurize (cached), validate and split the records of one file.
+
+    Args:
+        rows: the file's records (see :class:`LabelledRows`).
+        name: data set name (the file name), also the readable part of the cache key.
+        source: the file, named in every message.
+        key_parts: everything the featurized graphs depend on besides ``name`` and
+            ``vocab`` (the file's sha256, the molecule and target columns, ...).
+        split: ``"random"``, ``"scaffold"`` or ``"column"`` (``rows.split_labels``).
+        seed, sizes: of the random and scaffold splits.
+        vocab, task, on_invalid, progress: see :func:`~molsepnorm.data.csv_dataset.load_csv`.
+        info: extra entries of :attr:`DatasetSplits.info`.
+    """
+    label = str(source)
+    check_options(vocab, on_invalid)
+    sizes = check_sizes(sizes)
+    key = cache_key(name, vocab, **key_parts)
+    cache = build_once(key, lambda out: _featurize_rows(rows, vocab, out, name, progress),
+                       f"{name} ({len(rows):,} molecules, {vocab} vocabulary)")
+    meta = json.loads((cache / "meta.json").read_text())
+    graph_rows = np.asarray(meta["rows"], dtype=np.int64)  # record (0-based) of each cached graph
+    smiles_all = rows.smiles if rows.smiles is not None else meta["smiles"]
+
+    skipped = [rows.skipped(e["index"], e["smiles"], e["reason"]) for e in meta["invalid"]]
+    if skipped and on_invalid == "error":
+        what = "SMILES" if rows.records is None else "molecule record(s)"
+        where = "row = line in the file" if rows.records is None else "record number, and its first line in the file"
+        raise DatasetFormatError(
+            f"{label}: {len(skipped)} invalid {what} ({where}); fix them, or pass on_invalid='skip' to leave "
+            f"these {rows.unit}s out:\n{listing([str(s) for s in skipped])}")
+    y_all = rows.y
+    all_missing = np.isnan(y_all[graph_rows]).all(axis=1) if graph_rows.size else np.zeros(0, dtype=bool)
+    for i in graph_rows[all_missing]:
+        skipped.append(rows.skipped(int(i), smiles_all[i], "every target is missing"))
+    if skipped:
+        skipped.sort(key=lambda s: s.row)
+        warnings.warn(f"{label}: {len(skipped)} {rows.unit}(s) left out of the data set (listed in "
+                      f"DatasetSplits.skipped):\n{listing([str(s) for s in skipped])}", UserWarning,
+                      stacklevel=outside_package_stacklevel())
+    keep = np.nonzero(~all_missing)[0]  # graph ids kept
+    if keep.size == 0:
+        raise DatasetFormatError(f"{label}: no usable molecule: every {rows.unit} has an invalid molecule or no "
+                                 "target")
+
+    kept_rows = graph_rows[keep]
+    resolved_task = infer_task(task, y_all[kept_rows], rows.target_names, lambda i: rows.place(int(kept_rows[i])),
+                               label)
+    if split == "random":
+        parts = random_split(len(keep), sizes, seed)
+    elif split == "scaffold":
+        parts = scaffold_split([meta["scaffolds"][g] for g in keep], sizes, seed)
+    elif split == "column" and rows.split_labels is not None:
+        parts = column_split([rows.split_labels[i] for i in kept_rows], rows=rows.lines[kept_rows],
+                             column=str(rows.split_column), source=label)
+    else:
+        raise ValueError(f"split must be 'random', 'scaffold' or 'column' (with split labels), got {split!r}")
+    graphs = ProcessedGraphs(cache / "data.pt")
+    datasets = {s: graphs[torch.from_numpy(keep[idx])] for s, idx in parts.items()}
+    return DatasetSplits(
+        name=name, train=datasets["train"], val=datasets["val"], test=datasets["test"], task=resolved_task,
+        target_names=list(rows.target_names), vocab=vocab,
+        metric="rocauc" if resolved_task == "binary" else "mae",
+        split_indices={s: kept_rows[idx] for s, idx in parts.items()}, source=source, cache_dir=cache,
+        skipped=skipped, smiles=list(smiles_all), ids=None if rows.ids is None else list(rows.ids),
+        info={"split": split if split != "column" else f"column:{rows.split_column}", "seed": seed, "sizes": sizes,
+              "on_invalid": on_invalid, "built": read_marker(cache).get("built_at"), **(info or {})})
