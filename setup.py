@@ -38,8 +38,12 @@ setup(
         "filelock>=3.12",
     ],
     extras_require={
-        # transformers: the SepNorm conversion tests build real BERT / RoBERTa / ViT / GPT-2 models
-        "dev": ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6.90", "networkx>=3.1", "transformers>=4.45"],
+        # prediction across the workers of a Dask cluster (molsepnorm.predict.distributed)
+        "dask": ["dask[distributed]>=2024.1"],
+        # transformers: the SepNorm conversion tests build real BERT / RoBERTa / ViT / GPT-2 models;
+        # dask[distributed] (pure Python, ~5 MB with its dependencies): the local-cluster prediction test
+        "dev": ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6.90", "networkx>=3.1", "transformers>=4.45",
+                "dask[distributed]>=2024.1"],
     },
     entry_points={"console_scripts": ["molsepnorm=molsepnorm.cli.main:cli"]},
     classifiers=[

@@ -4,7 +4,9 @@
   ``.predict(smiles | list | Series | Mol)`` -> DataFrame, ``.embed(...)`` -> numpy;
 * :mod:`~molsepnorm.predict.readers`: streaming records of .smi / .csv / .tsv / .sdf (.gz, stdin);
 * :mod:`~molsepnorm.predict.writer`: atomic CSV / NPZ outputs;
-* :mod:`~molsepnorm.predict.pipeline`: :func:`predict_file`, :func:`embed_file`.
+* :mod:`~molsepnorm.predict.pipeline`: :func:`predict_file`, :func:`embed_file`;
+* :mod:`~molsepnorm.predict.distributed`: :func:`predict_partitioned`, one file across the
+  workers of a Dask cluster (optional extra ``molsepnorm[dask]``).
 
 Models are read through :mod:`molsepnorm.checkpoint` (a path or a bundled name) and run
 through :mod:`molsepnorm.inference`, as in training and analysis.
@@ -23,6 +25,7 @@ _EXPORTS = {
     "predict_file": "molsepnorm.predict.pipeline",
     "embed_file": "molsepnorm.predict.pipeline",
     "RunSummary": "molsepnorm.predict.pipeline",
+    "predict_partitioned": "molsepnorm.predict.distributed",
 }
 
 __all__ = list(_EXPORTS)
