@@ -29,10 +29,12 @@ import io
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Iterator, Optional, Union
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Iterator, Optional, Union
 
-from molsepnorm.chem.sdf import SdfBlock, molblock_to_mol, sdf_blocks, sdf_data_fields, universal_lines
 from molsepnorm.errors import MolsepnormError
+
+if TYPE_CHECKING:
+    from molsepnorm.chem.sdf import SdfBlock
 
 FORMATS: tuple[str, ...] = ("smi", "csv", "tsv", "sdf")
 _SUFFIXES = {
@@ -185,6 +187,8 @@ class RecordReader:
     # --- .smi ---------------------------------------------------------------------------
     def _smi_records(self) -> Iterator[Record]:
         index = 0
+        from molsepnorm.chem.sdf import universal_lines  # chem's package imports torch: not for --help
+
         for number, raw in enumerate(universal_lines(self._stream), start=1):
             text, error = _decode(raw, first=number == 1)
             if error is None and not text.strip():
@@ -262,6 +266,8 @@ class RecordReader:
 
     # --- .sdf -----------------------------------------------------------------------------
     def _sdf_records(self) -> Iterator[Record]:
+        from molsepnorm.chem.sdf import sdf_blocks
+
         for block in sdf_blocks(self._stream):
             yield self._sdf_record(block)
 
@@ -269,6 +275,8 @@ class RecordReader:
         index, start = block.index, block.line
         if block.error is not None:
             return Record(index, start, index, "", error=block.error)
+        from molsepnorm.chem.sdf import molblock_to_mol, sdf_data_fields
+
         fields = sdf_data_fields(block.text)
         ident: Union[str, int] = block.title or index
         if self.id_column is not None:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from rdkit import Chem
 
+from molsepnorm.chem.sdf import sdf_data_fields
 from molsepnorm.predict.readers import (
     InputFormatError,
     RecordReader,
     detect_format,
     output_stem,
-    sdf_data_fields,
     split_smi_line,
 )
 
