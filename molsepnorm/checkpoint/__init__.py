@@ -4,6 +4,8 @@
   atomic, ``load`` weights-only with format / version checks, by path or bundled name);
 - :mod:`~molsepnorm.checkpoint.bundled`: the models shipped in ``molsepnorm/models``;
 - :mod:`~molsepnorm.checkpoint.scaling`: the target standardization a checkpoint carries;
+- :mod:`~molsepnorm.checkpoint.domain`: the applicability domain a checkpoint carries (what
+  the training split looked like; the per-molecule warnings of ``predict`` and ``embed``);
 - :mod:`~molsepnorm.checkpoint.data`: the data a checkpoint is evaluated on (its own split);
 - :mod:`~molsepnorm.checkpoint.run_dir`: the run directory that holds checkpoints and the
   run's records.
@@ -22,6 +24,8 @@ _EXPORTS = {
     "DataProvenance": "molsepnorm.checkpoint.checkpoint",
     "save_checkpoint": "molsepnorm.checkpoint.checkpoint",
     "TargetScaler": "molsepnorm.checkpoint.scaling",
+    "ApplicabilityDomain": "molsepnorm.checkpoint.domain",
+    "check_domains": "molsepnorm.checkpoint.domain",
     "BUNDLED": "molsepnorm.checkpoint.bundled",
     "DEFAULT_MODEL": "molsepnorm.checkpoint.bundled",
     "UnknownModelError": "molsepnorm.checkpoint.bundled",

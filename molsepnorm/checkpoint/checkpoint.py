@@ -25,6 +25,10 @@ key                           content
                               "data_root"}``: what the model was trained on
 ``config``                    the resolved experiment config (model / train / data)
 ``metrics``                   ``{"val": {...}}`` (+ ``"test"`` once the run has ended)
+``applicability``             what the training split looked like (feature values, largest
+                              molecule, a fingerprint sample): ``ApplicabilityDomain.to_payload()``
+                              of :mod:`~molsepnorm.checkpoint.domain`; absent in checkpoints
+                              written before it existed
 ``epoch``, ``step``           position in training when written (epochs completed)
 ``training_state``            ``last`` only: optimizer, scheduler, RNG states, best-so-far,
                               early-stopping counter, batches done in the current epoch
@@ -50,6 +54,7 @@ from molsepnorm.errors import MolsepnormError
 from molsepnorm.version import __version__
 
 if TYPE_CHECKING:
+    from molsepnorm.checkpoint.domain import ApplicabilityDomain
     from molsepnorm.data.registry import DatasetSplits
     from molsepnorm.nn.graphormer import Graphormer
 
@@ -130,6 +135,8 @@ class Checkpoint:
         epoch, step: position in training when written.
         training_state: ``last`` only, for ``--resume`` (plain data; see
             :mod:`molsepnorm.train.state`).
+        applicability: the training split's applicability domain (None: a checkpoint
+            written before molsepnorm recorded it; predictions then carry no warning).
         package_version, created: who wrote it, when.
         source: the path or bundled name it was loaded from (not saved).
     """
@@ -146,6 +153,7 @@ class Checkpoint:
     epoch: Optional[int] = None
     step: Optional[int] = None
     training_state: Optional[dict[str, Any]] = None
+    applicability: Optional["ApplicabilityDomain"] = None
     package_version: str = __version__
     created: Optional[str] = None
     source: Optional[str] = None
@@ -200,6 +208,7 @@ class Checkpoint:
                 epoch=data.get("epoch"),
                 step=data.get("step"),
                 training_state=data.get("training_state"),
+                applicability=_domain(data.get("applicability"), where),
                 package_version=str(data.get("package_version", "?")),
                 created=data.get("created"),
             )
@@ -228,6 +237,7 @@ class Checkpoint:
             "epoch": self.epoch,
             "step": self.step,
             **({"training_state": self.training_state} if self.training_state is not None else {}),
+            **({"applicability": self.applicability.to_payload()} if self.applicability is not None else {}),
         }
 
     def save(self, path: PathLike) -> Path:
@@ -350,6 +360,20 @@ def _read_payload(path: Path) -> dict[str, Any]:
         if key not in data:
             raise CheckpointError(f"{path}: checkpoint has no {key!r} entry")
     return data
+
+
+def _domain(entry: Optional[Mapping[str, Any]], where: str) -> Optional["ApplicabilityDomain"]:
+    """The ``applicability`` entry as a domain (RDKit is imported only for a checkpoint that has
+    one).  One this molsepnorm cannot read costs the warnings, not the model: a warning, None."""
+    if not entry:
+        return None
+    from molsepnorm.checkpoint.domain import ApplicabilityDomain
+
+    try:
+        return ApplicabilityDomain.from_payload(entry)
+    except (KeyError, TypeError, ValueError) as exc:
+        warnings.warn(f"{where}: applicability data not read ({exc}); predictions carry no warning", stacklevel=3)
+        return None
 
 
 def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:

@@ -24,9 +24,10 @@ from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 from rdkit import Chem, rdBase
 from torch_geometric.data import Data
 
-from molsepnorm.chem.ogb_features import ogb_graph
+from molsepnorm.chem.ogb_features import ogb_columns, ogb_graph
 from molsepnorm.chem.parse import ANY_TRAITS, MolInput, SmilesTraits, describe_mol, parse_molecule, smiles_traits
-from molsepnorm.chem.zinc_vocab import ZINC_ATOM_INDEX, ZINC_ATOM_TOKENS, ZINC_BOND_INDEX, zinc_atom_token
+from molsepnorm.chem.zinc_vocab import (ZINC_ATOM_INDEX, ZINC_ATOM_TOKENS, ZINC_BOND_INDEX, ZINC_BOND_TYPES,
+                                         zinc_atom_token)
 from molsepnorm.encodings import structural_encodings
 from molsepnorm.errors import InvalidMoleculeError
 
@@ -48,6 +49,22 @@ def vocab_sizes(vocab: str) -> dict[str, list[int]]:
     if vocab == "ogb":
         return {"atom": list(get_atom_feature_dims()), "bond": list(get_bond_feature_dims())}
     return {"atom": [len(ZINC_ATOM_TOKENS)], "bond": [len(ZINC_BOND_INDEX) + 1]}
+
+
+def feature_columns(vocab: str) -> dict[str, list[tuple[str, list]]]:
+    """Name and values of every atom and bond column of ``vocab``.
+
+    Returns:
+        ``{"atom": [(name, values), ...], "bond": [...]}`` in column order of ``x`` /
+        ``edge_attr``; index ``i`` in a column means ``values[i]``.  ``"ogb"``: OGB's lists
+        (:func:`~molsepnorm.chem.ogb_features.ogb_columns`; a last value ``"misc"`` is the
+        bucket of everything outside a list); ``"zinc"``: the 28 atom tokens and the 4 bond
+        types.
+    """
+    _check_vocab(vocab)
+    if vocab == "ogb":
+        return ogb_columns()
+    return {"atom": [("atom type", list(ZINC_ATOM_TOKENS))], "bond": [("bond type", list(ZINC_BOND_TYPES))]}
 
 
 class MolGraph(NamedTuple):
@@ -119,11 +136,18 @@ def featurize_graph(mol_or_smiles: MolInput, vocab: str = "ogb", max_atoms: Opti
     (C++), faster than the graph search; the zinc graph folds hydrogens away, so its
     nodes are not the molecule's atoms and it takes the graph search.
     """
+    return featurize_graph_and_mol(mol_or_smiles, vocab, max_atoms)[0]
+
+
+def featurize_graph_and_mol(mol_or_smiles: MolInput, vocab: str = "ogb",
+                            max_atoms: Optional[int] = None) -> tuple[MolGraph, Chem.Mol]:
+    """:func:`featurize_graph`'s sample and the sanitized Mol it was read from, for whoever
+    also needs the molecule (a fingerprint) without parsing the input a second time."""
     mol, smiles, (x, edge_index, edge_attr) = _graph(mol_or_smiles, vocab, max_atoms)
     n = x.shape[0]
     distances = Chem.GetDistanceMatrix(mol) if vocab == "ogb" else None
     degree, spd, path_next = structural_encodings(edge_index, n, distances=distances)
-    return MolGraph(x, edge_index, edge_attr, degree, spd, path_next, n, smiles)
+    return MolGraph(x, edge_index, edge_attr, degree, spd, path_next, n, smiles), mol
 
 
 def _graph(mol_or_smiles: MolInput, vocab: str, max_atoms: Optional[int]

@@ -37,7 +37,7 @@ from rdkit.Chem import Atom, Bond
 
 from molsepnorm.chem.parse import ANY_TRAITS, SmilesTraits
 
-__all__ = ["ogb_graph"]
+__all__ = ["ogb_columns", "ogb_graph"]
 
 _INT_TABLE_RANGE = (-16, 256)  # raw integer values covered by a lookup array; others are "misc"
 
@@ -109,6 +109,14 @@ _BOND_COLUMNS = _Columns((
     _Column("conjugation", _F["possible_is_conjugated_list"], safe=False,
             key=lambda v: bool(v) if v in (0, 1) else None),
 ))
+
+
+def ogb_columns() -> dict[str, list[tuple[str, list]]]:
+    """``{"atom": [...], "bond": [...]}``: each column's name and OGB's list of its values, in
+    column order (index ``i`` in ``x`` / ``edge_attr`` means ``values[i]``; a last value
+    ``"misc"`` is the bucket of every value outside the list)."""
+    return {"atom": [(c.name, list(c.allowed)) for c in _ATOM_COLUMNS.columns],
+            "bond": [(c.name, list(c.allowed)) for c in _BOND_COLUMNS.columns]}
 
 
 # RDKit's getters in the order of the columns above; reading a column is one ``map``.

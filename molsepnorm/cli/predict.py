@@ -43,6 +43,9 @@ def _input_options(func: Callable) -> Callable:
                           "For large files on a machine with idle cores; slower on a busy one."),
         click.option("--max-atoms", type=click.IntRange(min=1), default=MAX_ATOMS, show_default=True,
                      help="Largest molecule predicted (heavy atoms); larger ones get a row with the reason."),
+        click.option("--applicability/--no-applicability", default=True, show_default=True,
+                     help="Check every molecule against the model's training data (the warning "
+                          "column)."),
         device_option(default="cpu"),
         click.option("--strict", is_flag=True,
                      help="Stop at the first record that cannot be predicted (and write no output)."),
@@ -55,12 +58,13 @@ def _input_options(func: Callable) -> Callable:
 
 
 def _load_predictor(models: tuple[str, ...], device: str, batch_size: int, threads: Optional[int],
-                    max_atoms: int) -> Any:
+                    max_atoms: int, applicability: bool) -> Any:
     from molsepnorm.inference.device import inference_process_settings
     from molsepnorm.predict import Predictor
 
     inference_process_settings(threads or DEFAULT_THREADS)  # this command owns the process
-    return Predictor.load(*models, device=device, batch_size=batch_size, max_atoms=max_atoms)
+    return Predictor.load(*models, device=device, batch_size=batch_size, max_atoms=max_atoms,
+                          applicability=applicability)
 
 
 def _run(action: Callable[[], Any]) -> Any:
@@ -98,13 +102,16 @@ def _finish(summary: Any) -> None:
 @_input_options
 def predict(input_path: str, models: tuple[str, ...], out: Optional[str], preview: int, fmt: Optional[str],
             smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
-            threads: Optional[int], workers: int, max_atoms: int, device: str, strict: bool,
+            threads: Optional[int], workers: int, max_atoms: int, applicability: bool, device: str, strict: bool,
             progress: Optional[bool]) -> None:
     """Predict the properties of every molecule of INPUT (.smi, .csv, .tsv, .sdf, .gz, or - for stdin).
 
     Writes one CSV row per input record, in input order: id, smiles, one column per
-    target (a probability for classification), <target>_std for an ensemble, and error
-    (why a record could not be predicted; empty when it was).
+    target (a probability for classification), <target>_std for an ensemble, error
+    (why a record could not be predicted; empty when it was) and warning (why a molecule
+    lies outside the model's training data: an atom feature or bond it never saw, more
+    atoms than any training molecule, or a low similarity to all of them; empty when it
+    does not).
 
     \b
     Examples:
@@ -116,7 +123,7 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
     from molsepnorm.predict.pipeline import predict_file
 
     def action() -> Any:
-        predictor = _load_predictor(models, device, batch_size, threads, max_atoms)
+        predictor = _load_predictor(models, device, batch_size, threads, max_atoms, applicability)
         to_stdout = out == "-" or (out is None and input_path == "-")
         return predict_file(predictor, input_path, out=out, fmt=fmt, smiles_column=smiles_column,
                             id_column=id_column, strict=strict, chunk_size=chunk_size,
@@ -136,18 +143,20 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
 @_input_options
 def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Optional[str],
           smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
-          threads: Optional[int], workers: int, max_atoms: int, device: str, strict: bool,
+          threads: Optional[int], workers: int, max_atoms: int, applicability: bool, device: str, strict: bool,
           progress: Optional[bool]) -> None:
     """Graph-token embeddings (after the final norm) of every molecule of INPUT, as an .npz.
 
     The archive holds, one row per input record: embeddings (float32, NaN rows for
-    records that failed), ids, smiles, errors ('' when ok), ok; and the model's name.
+    records that failed), ids, smiles, errors ('' when ok), warnings (why a molecule lies
+    outside the model's training data, '' when it does not), ok; and the model's name.
     Read it with numpy.load(path).
     """
     from molsepnorm.predict.pipeline import embed_file
 
     def action() -> Any:
-        predictor = _load_predictor((model,) if model else (), device, batch_size, threads, max_atoms)
+        predictor = _load_predictor((model,) if model else (), device, batch_size, threads, max_atoms,
+                                    applicability)
         return embed_file(predictor, input_path, out=out, fmt=fmt, smiles_column=smiles_column,
                           id_column=id_column, strict=strict, chunk_size=chunk_size, progress=_progress(progress),
                           workers=workers)

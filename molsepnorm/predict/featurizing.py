@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from molsepnorm.errors import InvalidMoleculeError
 from molsepnorm.predict.readers import Record
@@ -30,6 +30,7 @@ class Featurized:
     graph: Any  # molsepnorm.chem.MolGraph (arrays with the Graphormer encodings), or None
     smiles: str  # what the output shows (RDKit's SMILES for a Mol input)
     error: Optional[str]
+    warning: Optional[str] = None  # why the molecule lies outside the model's applicability domain
 
 
 #: Default limit on heavy atoms per molecule for prediction (a protein in an SDF would need
@@ -37,14 +38,19 @@ class Featurized:
 MAX_ATOMS: int = 1000
 
 
-def featurize_records(records: list[Record], vocab: str, max_atoms: Optional[int] = MAX_ATOMS) -> list[Featurized]:
+def featurize_records(records: list[Record], vocab: str, max_atoms: Optional[int] = MAX_ATOMS,
+                      domains: Sequence[Any] = ()) -> list[Featurized]:
     """Featurize every record; a failure becomes an error, never an exception.
+
+    Each featurized molecule is checked against ``domains`` (the models'
+    :class:`~molsepnorm.checkpoint.domain.ApplicabilityDomain` s, none: no check), here and
+    so in the worker processes too.
 
     The graphs are :class:`~molsepnorm.chem.MolGraph` NumPy arrays, which also suit
     sending between processes (torch would pickle tensors across processes as
     shared-memory file descriptors, and thousands of graphs exhaust the descriptor limit).
     """
-    from molsepnorm.chem import featurize_graph
+    from molsepnorm.chem.featurize import featurize_graph_and_mol
 
     out = []
     for record in records:
@@ -52,7 +58,7 @@ def featurize_records(records: list[Record], vocab: str, max_atoms: Optional[int
             out.append(Featurized(None, record.smiles, record.error))
             continue
         try:
-            graph = featurize_graph(record.molecule, vocab, max_atoms=max_atoms)
+            graph, mol = featurize_graph_and_mol(record.molecule, vocab, max_atoms=max_atoms)
         except InvalidMoleculeError as err:
             # for a Mol (SDF) record, the error's SMILES is RDKit's best try at the bad molecule
             smiles = err.smiles if record.mol is not None and not err.smiles.startswith("<") else record.smiles
@@ -61,8 +67,20 @@ def featurize_records(records: list[Record], vocab: str, max_atoms: Optional[int
             out.append(Featurized(None, record.smiles, f"could not featurize the molecule: "
                                                        f"{type(exc).__name__}: {exc}"))
         else:
-            out.append(Featurized(graph, graph.smiles, None))
+            out.append(Featurized(graph, graph.smiles, None, _warning(domains, graph, mol)))
     return out
+
+
+def _warning(domains: Sequence[Any], graph: Any, mol: Any) -> Optional[str]:
+    """The applicability warning of one featurized molecule (None: inside every domain)."""
+    if not domains:
+        return None
+    from molsepnorm.checkpoint.domain import check_domains
+
+    try:
+        return check_domains(domains, graph, mol) or None
+    except Exception as exc:  # noqa: BLE001 - the prediction stands; say the check could not be made
+        return f"applicability not checked: {type(exc).__name__}: {exc}"
 
 
 def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
@@ -80,12 +98,13 @@ def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
 
 
 def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int, workers: int = 0,
-                      max_atoms: Optional[int] = MAX_ATOMS) -> Iterator[tuple[list[Record], list[Featurized]]]:
-    """``(chunk, its featurized records)`` in input order, featurized by ``workers`` processes
-    (0: in this process)."""
+                      max_atoms: Optional[int] = MAX_ATOMS, domains: Sequence[Any] = ()
+                      ) -> Iterator[tuple[list[Record], list[Featurized]]]:
+    """``(chunk, its featurized records)`` in input order, featurized (and checked against
+    ``domains``) by ``workers`` processes (0: in this process)."""
     if workers <= 0:
         for chunk in chunks(records, chunk_size):
-            yield chunk, featurize_records(chunk, vocab, max_atoms=max_atoms)
+            yield chunk, featurize_records(chunk, vocab, max_atoms=max_atoms, domains=domains)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -96,7 +115,7 @@ def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int, wo
         in_flight: deque = deque()
         for chunk in chunks(records, chunk_size):
             step = -(-len(chunk) // workers)
-            futures = [pool.submit(featurize_records, chunk[i:i + step], vocab, max_atoms)
+            futures = [pool.submit(featurize_records, chunk[i:i + step], vocab, max_atoms, domains)
                        for i in range(0, len(chunk), step)]
             in_flight.append((chunk, futures))
             if len(in_flight) > 1:  # the next chunk is being featurized while this one is predicted
@@ -113,6 +132,9 @@ def _collect(item: tuple[list[Record], list[Any]]) -> tuple[list[Record], list[F
 
 
 def _worker_init() -> None:
-    import torch
+    # Featurization runs on NumPy and RDKit: a worker does not import torch (hundreds of MB
+    # per process).  Should anything import it here, it gets one thread, not one per core.
+    import os
 
-    torch.set_num_threads(1)
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = "1"

@@ -30,6 +30,7 @@ class RunSummary:
     output: str
     ok: int = 0
     failed: int = 0
+    warned: int = 0  # predicted rows with an applicability warning
     seconds: float = 0.0
     preview: Optional["pd.DataFrame"] = field(default=None, repr=False)
 
@@ -42,8 +43,9 @@ class RunSummary:
         return self.total / self.seconds if self.seconds > 0 else 0.0
 
     def line(self) -> str:
-        """``ok 15 / failed 4 (19 records) in 0.3 s, 63 molecules/s -> path``."""
-        return (f"ok {self.ok} / failed {self.failed} ({self.total} records) in {self.seconds:.1f} s, "
+        """``ok 15 / failed 4 (19 records; 2 with a warning) in 0.3 s, 63 molecules/s -> path``."""
+        warned = f"; {self.warned} with a warning" if self.warned else ""
+        return (f"ok {self.ok} / failed {self.failed} ({self.total} records{warned}) in {self.seconds:.1f} s, "
                 f"{self.per_second:,.0f} molecules/s -> {self.output}")
 
 
@@ -148,12 +150,13 @@ def _count(summary: RunSummary, chunk: ChunkResult, bar: "_Progress") -> None:
     ok = chunk.num_ok
     summary.ok += ok
     summary.failed += len(chunk.records) - ok
+    summary.warned += chunk.num_warned
     bar.update(summary)
 
 
 def _head(chunk: ChunkResult, n: int) -> ChunkResult:
     return ChunkResult(chunk.records[:n], chunk.smiles[:n], chunk.values[:n],
-                       None if chunk.std is None else chunk.std[:n], chunk.errors[:n])
+                       None if chunk.std is None else chunk.std[:n], chunk.errors[:n], chunk.warnings[:n])
 
 
 class _Progress:

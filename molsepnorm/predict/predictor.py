@@ -18,13 +18,17 @@ set's units; binary logits become probabilities.  Several checkpoints form an en
 the mean per target plus the standard deviation across models (``ddof=0``).
 
 A molecule that cannot be predicted (invalid SMILES, an atom outside the model's
-vocabulary, ...) becomes a row with its reason in ``error``, unless ``strict=True``.
+vocabulary, ...) becomes a row with its reason in ``error``, unless ``strict=True``.  A
+molecule unlike the model's training data (an element, charge or bond it never saw, more
+atoms than any training molecule, a low similarity to all of them; see
+:mod:`molsepnorm.checkpoint.domain`) is predicted, with the reasons in ``warning``.
 """
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
@@ -77,7 +81,9 @@ class ChunkResult:
 
     ``values`` is ``(n, T)`` predictions or ``(n, D)`` embeddings, NaN on failed rows;
     ``std`` the ensemble's standard deviation (``(n, T)``) or None; ``smiles`` what the
-    output shows (the input SMILES; RDKit's SMILES for a Mol / SDF record).
+    output shows (the input SMILES; RDKit's SMILES for a Mol / SDF record); ``warnings``
+    why a row lies outside the model's applicability domain (None: it does not, or was
+    not checked; an empty list: no row was checked).
     """
 
     records: list[Record]
@@ -85,10 +91,19 @@ class ChunkResult:
     values: np.ndarray
     std: Optional[np.ndarray]
     errors: list[Optional[str]]
+    warnings: list[Optional[str]] = field(default_factory=list)
 
     @property
     def num_ok(self) -> int:
         return sum(e is None for e in self.errors)
+
+    @property
+    def num_warned(self) -> int:
+        return sum(w is not None for w in self.warnings)
+
+    def warning_column(self) -> list[Optional[str]]:
+        """One warning (or None) per record."""
+        return list(self.warnings) if self.warnings else [None] * len(self.records)
 
 
 class Predictor:
@@ -96,9 +111,12 @@ class Predictor:
 
     Build with :meth:`load`.  Args of the constructor: the loaded :class:`Member` s (all
     with the same vocabulary, task and targets), the torch device, and the batching
-    (``batch_size`` molecules at most, ``max_tokens`` padded tokens at most), and
+    (``batch_size`` molecules at most, ``max_tokens`` padded tokens at most),
     ``max_atoms``, the largest molecule predicted (larger ones get a row with the reason;
-    None: no limit).
+    None: no limit), and ``applicability``: check every molecule against the models'
+    applicability domains (:attr:`domains`; the ``warning`` column; its cost:
+    docs/applicability.md).  A model whose checkpoint carries no domain (written before
+    molsepnorm recorded one) is noted once, with a ``UserWarning``, and gives no warnings.
 
     A Predictor changes no process-wide state, so threads may share one.  For a large
     stream on a CPU, call :func:`molsepnorm.inference.device.inference_process_settings`
@@ -107,7 +125,7 @@ class Predictor:
 
     def __init__(self, members: Sequence[Member], device: Union[str, "torch.device"] = "cpu",
                  batch_size: int = DEFAULT_BATCH_SIZE, max_tokens: Optional[int] = None,
-                 max_atoms: Optional[int] = MAX_ATOMS) -> None:
+                 max_atoms: Optional[int] = MAX_ATOMS, applicability: bool = True) -> None:
         import torch
 
         if not members:
@@ -124,18 +142,21 @@ class Predictor:
         if max_atoms is not None and max_atoms < 1:
             raise ValueError(f"max_atoms must be >= 1 or None, got {max_atoms}")
         self.max_atoms = max_atoms
+        self.domains = _domains(self.members) if applicability else []
 
     # --- construction --------------------------------------------------------------------
     @classmethod
     def load(cls, *models: Union[PathLike, Sequence[PathLike]], device: str = "cpu",
              batch_size: int = DEFAULT_BATCH_SIZE,
-             max_tokens: Optional[int] = None, max_atoms: Optional[int] = MAX_ATOMS) -> "Predictor":
+             max_tokens: Optional[int] = None, max_atoms: Optional[int] = MAX_ATOMS,
+             applicability: bool = True) -> "Predictor":
         """Load one checkpoint (an ensemble with several) by path or bundled name.
 
         Args:
             models: ``best.pt`` paths or bundled model names (``molsepnorm models``), as
                 arguments or one list; none: the default bundled model.
             device: ``cpu``, ``cuda`` or ``auto``.
+            batch_size, max_tokens, max_atoms, applicability: see the class.
 
         Raises:
             UnknownModelError: a name that is neither a file nor a bundled model.
@@ -154,7 +175,7 @@ class Predictor:
             checkpoint.state_dict = {}  # the model holds the weights now
             members.append(Member(checkpoint, runner))
         return cls(members, device=resolve_device(device), batch_size=batch_size, max_tokens=max_tokens,
-                   max_atoms=max_atoms)
+                   max_atoms=max_atoms, applicability=applicability)
 
     def __repr__(self) -> str:
         sources = ", ".join(m.source for m in self.members)
@@ -188,8 +209,8 @@ class Predictor:
         return self.members[0].checkpoint.embedding_dim
 
     def output_columns(self) -> list[str]:
-        """Columns of a prediction table: id, smiles, each target (+ ``_std``), error."""
-        return ["id", "smiles", *value_columns(self.target_names, self.is_ensemble), "error"]
+        """Columns of a prediction table: id, smiles, each target (+ ``_std``), error, warning."""
+        return ["id", "smiles", *value_columns(self.target_names, self.is_ensemble), "error", "warning"]
 
     # --- notebook API ----------------------------------------------------------------------
     def predict(self, molecules: Any, ids: Optional[Sequence[Any]] = None, strict: bool = False) -> "pd.DataFrame":
@@ -205,9 +226,11 @@ class Predictor:
 
         Returns:
             One row per input, in order: ``id``, ``smiles``, one column per target (a
-            probability for binary tasks), ``<target>_std`` for an ensemble, and
+            probability for binary tasks), ``<target>_std`` for an ensemble,
             ``error``: the reason, missing (``frame["error"].isna()``) where the row
-            was predicted -- as ``pandas.read_csv`` reads the CLI's output.
+            was predicted, and ``warning``: why a predicted molecule lies outside the
+            model's applicability domain (reasons joined with ``"; "``), missing where
+            it does not -- as ``pandas.read_csv`` reads the CLI's output.
         """
         import pandas as pd
 
@@ -217,11 +240,24 @@ class Predictor:
 
     def embed(self, molecules: Any, strict: bool = False) -> np.ndarray:
         """Graph-token embeddings after the final norm: float32 ``(n, D)``, NaN rows for
-        molecules that cannot be embedded (or raise at the first one with ``strict``)."""
+        molecules that cannot be embedded (or raise at the first one with ``strict``).
+        Their applicability warnings: :meth:`applicability`."""
         parts = [c.values for c in self.embed_records(to_records(molecules, None), strict=strict)]
         if not parts:
             return np.zeros((0, self.embedding_dim), dtype=np.float32)
         return np.concatenate(parts).astype(np.float32)
+
+    def applicability(self, molecules: Any) -> list[str]:
+        """Why each molecule lies outside the models' applicability domains: one string per
+        molecule, the reasons joined with ``"; "``, ``""`` where there is none -- for a
+        molecule that cannot be featurized too (its reason is :meth:`predict`'s ``error``).
+
+        The same check as :meth:`predict`'s ``warning`` column, without running the model.
+        """
+        return [f.warning or "" for chunk, featurized in
+                featurized_chunks(to_records(molecules, None), self.vocab, DEFAULT_CHUNK_SIZE,
+                                  max_atoms=self.max_atoms, domains=self.domains)
+                for f in featurized]
 
     # --- streaming API (the CLI) -------------------------------------------------------------
     def predict_records(self, records: Iterable[Record], chunk_size: int = DEFAULT_CHUNK_SIZE, strict: bool = False,
@@ -235,7 +271,8 @@ class Predictor:
             InvalidMoleculeError: with ``strict``, at the first bad record (naming
                 ``source`` and the record's line).
         """
-        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms):
+        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms,
+                                                   self.domains):
             yield self._run_chunk(chunk, featurized, strict, source, embed=False)
 
     def embed_records(self, records: Iterable[Record], chunk_size: int = DEFAULT_CHUNK_SIZE, strict: bool = False,
@@ -243,7 +280,8 @@ class Predictor:
         """Embeddings of ``records`` chunk by chunk (a single model only)."""
         if self.is_ensemble:
             raise MolsepnormError("embeddings come from one model: give a single --model, not an ensemble")
-        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms):
+        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms,
+                                                   self.domains):
             yield self._run_chunk(chunk, featurized, strict, source, embed=True)
 
     def featurize(self, molecule: Any) -> Any:
@@ -277,7 +315,7 @@ class Predictor:
             values[rows] = out.mean(axis=0)
             if std is not None:
                 std[rows] = out.std(axis=0)
-        return ChunkResult(chunk, smiles, values, std, errors)
+        return ChunkResult(chunk, smiles, values, std, errors, [f.warning for f in featurized])
 
     def _forward(self, graphs: list[Any], embed: bool) -> np.ndarray:
         """Outputs of every member for ``graphs``, in their order: ``(members, n, width)``."""
@@ -316,6 +354,7 @@ def prediction_frame(chunk: ChunkResult, target_names: Sequence[str]) -> "pd.Dat
             data[columns[2 * t]] = chunk.values[:, t]
             data[columns[2 * t + 1]] = chunk.std[:, t]
     data["error"] = chunk.errors
+    data["warning"] = chunk.warning_column()
     return pd.DataFrame(data)
 
 
@@ -356,6 +395,20 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
         else:
             raise TypeError(f"molecule {i + 1}: expected a SMILES string or an RDKit Mol, got {type(item).__name__}")
     return records
+
+
+def _domains(members: Sequence[Member]) -> list[Any]:
+    """The distinct applicability domains of the members (an ensemble trained on one split
+    has one); a member without one is noted once."""
+    domains: list[Any] = []
+    for m in members:
+        domain = m.checkpoint.applicability
+        if domain is None:
+            warnings.warn(f"{m.source}: the model carries no applicability data (its checkpoint predates it): "
+                          "its predictions get no warning", UserWarning, stacklevel=4)
+        elif all(domain.digest() != d.digest() for d in domains):
+            domains.append(domain)
+    return domains
 
 
 def _check_compatible(members: Sequence[Member]) -> None:

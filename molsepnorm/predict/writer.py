@@ -110,7 +110,8 @@ class PredictionWriter(_CommitOrAbort):
     """Streams prediction chunks to a CSV file (atomically) or to standard output.
 
     Columns: ``id``, ``smiles``, one per target (``<target>_std`` after each for an
-    ensemble), ``error`` (empty when the row was predicted).  Use as a context manager:
+    ensemble), ``error`` (empty when the row was predicted), ``warning`` (why the molecule
+    lies outside the model's applicability domain; empty when it does not).  Use as a context manager:
     leaving it by an exception aborts (removes the temporary file), else commits.
     """
 
@@ -119,7 +120,7 @@ class PredictionWriter(_CommitOrAbort):
         self.out = str(out)
         self.target_names = list(target_names)
         self.ensemble = ensemble
-        self.columns = ["id", "smiles", *value_columns(self.target_names, ensemble), "error"]
+        self.columns = ["id", "smiles", *value_columns(self.target_names, ensemble), "error", "warning"]
         self._file: Optional[_AtomicFile] = None
         if self.out == STDOUT:
             stream = stdout if stdout is not None else sys.stdout
@@ -137,6 +138,7 @@ class PredictionWriter(_CommitOrAbort):
     def write(self, chunk: ChunkResult) -> None:
         """Append one chunk's rows, in order."""
         T = len(self.target_names)
+        warnings = chunk.warning_column()
         for i, record in enumerate(chunk.records):
             cells: list[str] = [str(record.id), chunk.smiles[i]]
             for t in range(T):
@@ -144,6 +146,7 @@ class PredictionWriter(_CommitOrAbort):
                 if chunk.std is not None:
                     cells.append(format_value(chunk.std[i, t]))
             cells.append(_one_line(chunk.errors[i]))
+            cells.append(_one_line(warnings[i]))
             (self._csv_quoted if any("\r" in cell for cell in cells) else self._csv).writerow(cells)
         self.rows += len(chunk.records)
         if self._file is None:
@@ -172,7 +175,8 @@ class EmbeddingWriter(_CommitOrAbort):
     The archive holds one row per input record, in order:
 
     * ``embeddings``: float32 ``(n, D)``, NaN rows for records that failed;
-    * ``ids``, ``smiles``, ``errors`` (``""`` when ok): unicode ``(n,)``;
+    * ``ids``, ``smiles``, ``errors`` (``""`` when ok), ``warnings`` (why the molecule lies
+      outside the model's applicability domain, ``""`` when it does not): unicode ``(n,)``;
     * ``ok``: bool ``(n,)``;  ``model``: the model's name or path (0-d string).
 
     Rows go to anonymous temporary files while the run lasts; :meth:`commit` assembles the
@@ -188,14 +192,15 @@ class EmbeddingWriter(_CommitOrAbort):
         self.rows = 0
         self._vectors = tempfile.TemporaryFile()
         self._texts = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
-        self._width = {"ids": 1, "smiles": 1, "errors": 1}
+        self._width = {"ids": 1, "smiles": 1, "errors": 1, "warnings": 1}
 
     def write(self, chunk: ChunkResult) -> None:
         """Append one chunk's rows."""
         self._vectors.write(np.ascontiguousarray(chunk.values, dtype="<f4").tobytes())
+        warnings = chunk.warning_column()
         for i, record in enumerate(chunk.records):
-            row = [str(record.id), chunk.smiles[i], _one_line(chunk.errors[i])]
-            for key, text in zip(("ids", "smiles", "errors"), row):
+            row = [str(record.id), chunk.smiles[i], _one_line(chunk.errors[i]), _one_line(warnings[i])]
+            for key, text in zip(("ids", "smiles", "errors", "warnings"), row):
                 self._width[key] = max(self._width[key], len(text))
             self._texts.write(json.dumps(row) + "\n")
         self.rows += len(chunk.records)
@@ -210,7 +215,7 @@ class EmbeddingWriter(_CommitOrAbort):
                     _header(entry, "<f4", (self.rows, self.dim))
                     while block := self._vectors.read(1 << 20):
                         entry.write(block)
-                for column, key in enumerate(("ids", "smiles", "errors")):
+                for column, key in enumerate(("ids", "smiles", "errors", "warnings")):
                     self._texts.seek(0)
                     width = self._width[key]
                     with archive.open(f"{key}.npy", "w", force_zip64=True) as entry:

@@ -31,7 +31,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Sampler
 
-from molsepnorm.checkpoint import Checkpoint, DataProvenance, FeaturizerSpec, TargetScaler, TaskSpec
+from molsepnorm.checkpoint import (ApplicabilityDomain, Checkpoint, DataProvenance, FeaturizerSpec, TargetScaler,
+                                   TaskSpec)
 from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.data.columns import num_atoms, targets
@@ -178,6 +179,7 @@ class Trainer:
             torch.manual_seed(tc.seed + 1_000_003 * self.env.rank)
         self.state = Progress()
         self._best_state: Optional[dict[str, Tensor]] = None
+        self._domain: Optional[ApplicabilityDomain] = None  # built when the first checkpoint is written
 
     def _budget(self) -> tuple[int, int]:
         """``(epochs to run, scheduler length in steps)`` from ``epochs`` and ``max_steps``."""
@@ -405,7 +407,15 @@ class Trainer:
             kind=kind,
             epoch=st.best_epoch if kind == "best" else st.epoch,
             step=st.step,
+            applicability=self._applicability(),
         )
+
+    def _applicability(self) -> ApplicabilityDomain:
+        """The training split's applicability domain (what ``predict`` warns against), built once."""
+        if self._domain is None:
+            self._domain = ApplicabilityDomain.from_splits(self.splits)
+            log.info("%s", self._domain.summary())
+        return self._domain
 
     def _save_last(self) -> None:
         # every rank's RNG state, so that a resumed DDP run also draws the same dropout masks

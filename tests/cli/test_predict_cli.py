@@ -101,7 +101,7 @@ def test_stdin_to_stdout():
                                 input="CCO a\nC1CC b\n")
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
-    assert lines[0] == "id,smiles,tpsa,error" and len(lines) == 3
+    assert lines[0] == "id,smiles,tpsa,error,warning" and len(lines) == 3
     assert lines[1].startswith("a,CCO,") and lines[2].startswith("b,C1CC,,")
 
 
@@ -110,7 +110,7 @@ def test_ensemble_adds_std_columns(mixed: Path, tmp_path: Path):
     result = invoke(predict, [str(mixed), "-m", "tpsa-nci-small", "-m", "tpsa-nci-small", "-o", str(out)])
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
-    assert list(frame.columns) == ["id", "smiles", "tpsa", "tpsa_std", "error"]
+    assert list(frame.columns) == ["id", "smiles", "tpsa", "tpsa_std", "error", "warning"]
     assert frame["tpsa_std"].dropna().abs().max() < 1e-5  # the same model twice
 
 
@@ -142,6 +142,26 @@ def test_embed_writes_npz(mixed: Path, tmp_path: Path):
     bad = tmp_path / "bad.smi"
     bad.write_text("C1CC\n")
     assert invoke(embed, [str(bad), "--out", str(tmp_path / "b.npz")]).exit_code == 1
+
+
+def test_warning_column_and_npz_array(tmp_path: Path):
+    src = tmp_path / "odd.smi"
+    src.write_text("CCO ethanol\n[U] uranium\nB1B2B1B2 boron_cage\nc1ccccc1O phenol\nC1CC ring_open\n")
+    out = tmp_path / "odd.csv"
+    result = invoke(predict, [str(src), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert frame["warning"].notna().tolist() == [False, True, True, False, False]
+    assert frame["warning"][1].startswith("not seen in training: element U")
+    assert "B-B" in frame["warning"][2]
+    assert "(5 records; 2 with a warning)" in result.output and "uranium" in result.output
+    result = invoke(embed, [str(src), "--out", str(tmp_path / "odd.npz")])
+    assert result.exit_code == 0, result.output
+    with np.load(tmp_path / "odd.npz") as npz:
+        assert npz["warnings"].tolist() == [w if isinstance(w, str) else "" for w in frame["warning"]]
+    result = invoke(predict, [str(src), "--out", str(out), "--no-applicability"])
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(out)["warning"].isna().all() and "with a warning" not in result.output
 
 
 def test_models_lists_the_bundled_model():

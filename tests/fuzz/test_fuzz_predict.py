@@ -55,7 +55,7 @@ def check_row(value: Any, error: Any, where: str) -> bool:
 
 def check_frame(frame: pd.DataFrame, ids: list[Any], target: str = "tpsa") -> int:
     """Assert a ``Predictor.predict`` frame has one row per id, in order; the number predicted."""
-    assert list(frame.columns) == ["id", "smiles", target, "error"]
+    assert list(frame.columns) == ["id", "smiles", target, "error", "warning"]
     assert frame["id"].tolist() == ids
     return sum(check_row(v, e, f"row {i}") for i, (v, e) in enumerate(zip(frame[target], frame["error"])))
 
@@ -65,7 +65,7 @@ def check_output(path: Path, ids: Optional[list[str]], count: int, summary: RunS
     the csv module and pandas, and agrees with ``summary``; the number predicted."""
     with open(path, newline="", encoding="utf-8") as handle:
         header, *rows = list(csv.reader(handle))
-    assert header == ["id", "smiles", "tpsa", "error"]
+    assert header == ["id", "smiles", "tpsa", "error", "warning"]
     assert len(rows) == count, f"{len(rows)} rows for {count} records"
     if ids is not None:
         assert [row[0] for row in rows] == ids

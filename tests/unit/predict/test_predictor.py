@@ -24,7 +24,7 @@ def test_big_molecule_is_big():
 def test_predict_returns_a_frame_like_the_cli(bundled_predictor):
     frame = bundled_predictor.predict(["CCO"])
     assert isinstance(frame, pd.DataFrame)
-    assert list(frame.columns) == ["id", "smiles", "tpsa", "error"]
+    assert list(frame.columns) == ["id", "smiles", "tpsa", "error", "warning"]
     assert frame["id"].tolist() == [1] and frame["smiles"].tolist() == ["CCO"]
     assert frame["error"].isna().all()
     assert np.isfinite(frame["tpsa"]).all()
@@ -124,7 +124,7 @@ def test_ensemble_mean_and_std(bundled_predictor, checkpoints):
     single_b = Predictor.load(checkpoints["tpsa-b"]).predict(SMALL)["tpsa"].to_numpy()
     single_a = bundled_predictor.predict(SMALL)["tpsa"].to_numpy()
     frame = ensemble.predict(SMALL + ["bad"])
-    assert list(frame.columns) == ["id", "smiles", "tpsa", "tpsa_std", "error"]
+    assert list(frame.columns) == ["id", "smiles", "tpsa", "tpsa_std", "error", "warning"]
     both = np.stack([single_a, single_b])
     np.testing.assert_allclose(frame["tpsa"][:4], both.mean(0), atol=1e-4)
     np.testing.assert_allclose(frame["tpsa_std"][:4], both.std(0), atol=1e-4)
@@ -152,7 +152,7 @@ def test_zinc_vocabulary_model_names_the_unsupported_atom(checkpoints):
 def test_binary_outputs_are_probabilities(checkpoints):
     binary = Predictor.load(checkpoints["binary"])
     frame = binary.predict(SMALL)
-    assert list(frame.columns) == ["id", "smiles", "active", "toxic", "error"]
+    assert list(frame.columns) == ["id", "smiles", "active", "toxic", "error", "warning"]
     member = binary.members[0]
     with torch.inference_mode():
         logits = member.runner.model(collate_graphs([binary.featurize(s) for s in SMALL], 3))

@@ -19,14 +19,19 @@ from molsepnorm.predict.writer import (
 )
 
 
-def chunk(start: int, n: int, width: int = 1, std: bool = False) -> ChunkResult:
+def chunk(start: int, n: int, width: int = 1, std: bool = False, warned: bool = False) -> ChunkResult:
+    """Rows ``start ..``; the first failed; with ``warned`` the second has a warning (else
+    no row was checked: a model without applicability data)."""
     records = [Record(start + i, start + i, f"m{start + i}", "C" * (i + 1)) for i in range(n)]
     values = np.arange(start, start + n * width, dtype=float).reshape(n, width) + 0.5
     errors = [None] * n
     values[0] = np.nan
     errors[0] = "bad,\nthing"
+    warnings = [None] * n if warned else []
+    if warned:
+        warnings[1] = "not seen in training: element U;\nnearest training molecule Tanimoto 0.12 < 0.15"
     return ChunkResult(records, [r.smiles for r in records], values,
-                       np.full_like(values, 0.25) if std else None, errors)
+                       np.full_like(values, 0.25) if std else None, errors, warnings)
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -45,14 +50,16 @@ def test_csv_appears_only_on_commit(tmp_path: Path):
     writer.write(chunk(1, 3))
     assert not out.exists()  # nothing poses as complete output mid-run
     assert len(leftovers(tmp_path)) == 1 and leftovers(tmp_path)[0].endswith(".part")
-    writer.write(chunk(4, 2))
+    writer.write(chunk(4, 2, warned=True))
     assert writer.commit() == str(out)
     assert leftovers(tmp_path) == ["out.csv"]
     frame = pd.read_csv(out)
-    assert list(frame.columns) == ["id", "smiles", "tpsa", "error"]
+    assert list(frame.columns) == ["id", "smiles", "tpsa", "error", "warning"]
     assert frame["id"].tolist() == ["m1", "m2", "m3", "m4", "m5"]
     assert frame["error"].tolist()[:2] == ["bad, thing", np.nan]  # one line, commas quoted
     assert np.isnan(frame["tpsa"][0]) and frame["tpsa"][1] == pytest.approx(2.5)
+    assert frame["warning"].isna().tolist() == [True, True, True, True, False]  # empty when unchecked or ok
+    assert frame["warning"][4] == "not seen in training: element U; nearest training molecule Tanimoto 0.12 < 0.15"
 
 
 def test_csv_abort_on_exception_leaves_nothing(tmp_path: Path):
@@ -71,7 +78,7 @@ def test_csv_ensemble_columns_and_stdout():
     with PredictionWriter("-", ["a", "error"], ensemble=True, stdout=stream) as writer:
         writer.write(chunk(1, 2, width=2, std=True))
     frame = pd.read_csv(io.StringIO(stream.getvalue()))
-    assert list(frame.columns) == ["id", "smiles", "a", "a_std", "error_pred", "error_pred_std", "error"]
+    assert list(frame.columns) == ["id", "smiles", "a", "a_std", "error_pred", "error_pred_std", "error", "warning"]
     assert frame["a_std"].tolist() == [0.25, 0.25]
 
 
@@ -90,7 +97,7 @@ def test_check_output_path(tmp_path: Path):
 
 def test_npz_round_trip_streams_unicode(tmp_path: Path):
     out = tmp_path / "emb.npz"
-    first, second = chunk(1, 3, width=4), chunk(4, 2, width=4)
+    first, second = chunk(1, 3, width=4), chunk(4, 2, width=4, warned=True)
     first.records[1] = Record(2, 2, "Ünïcødé-名前", "CCO")
     with EmbeddingWriter(out, dim=4, model="tpsa-nci-small") as writer:
         writer.write(first)
@@ -98,7 +105,7 @@ def test_npz_round_trip_streams_unicode(tmp_path: Path):
         assert not out.exists()
     assert leftovers(tmp_path) == ["emb.npz"]
     with np.load(out) as npz:
-        assert sorted(npz.files) == ["embeddings", "errors", "ids", "model", "ok", "smiles"]
+        assert sorted(npz.files) == ["embeddings", "errors", "ids", "model", "ok", "smiles", "warnings"]
         emb = npz["embeddings"]
         assert emb.dtype == np.float32 and emb.shape == (5, 4)
         np.testing.assert_array_equal(emb[1:3], first.values[1:].astype(np.float32))
@@ -107,6 +114,8 @@ def test_npz_round_trip_streams_unicode(tmp_path: Path):
         assert npz["smiles"].tolist() == ["C", "CC", "CCC", "C", "CC"]  # the chunk's output SMILES
         assert npz["errors"].tolist()[0] == "bad, thing" and npz["errors"].tolist()[1] == ""
         assert npz["ok"].tolist() == [False, True, True, False, True]
+        assert npz["warnings"].tolist() == ["", "", "", "", "not seen in training: element U; nearest training "
+                                                            "molecule Tanimoto 0.12 < 0.15"]
         assert str(npz["model"]) == "tpsa-nci-small"
 
 
