@@ -43,9 +43,9 @@ class RunSummary:
         return self.total / self.seconds if self.seconds > 0 else 0.0
 
     def line(self) -> str:
-        """``ok 15 / failed 4 (19 records; 2 with a warning) in 0.3 s, 63 molecules/s -> path``."""
-        warned = f"; {self.warned} with a warning" if self.warned else ""
-        return (f"ok {self.ok} / failed {self.failed} ({self.total} records{warned}) in {self.seconds:.1f} s, "
+        """``ok 15 / failed 4 (19 records), 2 with a warning, in 0.3 s, 63 molecules/s -> path``."""
+        warned = f", {self.warned} with a warning," if self.warned else ""
+        return (f"ok {self.ok} / failed {self.failed} ({self.total} records){warned} in {self.seconds:.1f} s, "
                 f"{self.per_second:,.0f} molecules/s -> {self.output}")
 
 

@@ -154,7 +154,7 @@ def test_warning_column_and_npz_array(tmp_path: Path):
     assert frame["warning"].notna().tolist() == [False, True, True, False, False]
     assert frame["warning"][1].startswith("not seen in training: element U")
     assert "B-B" in frame["warning"][2]
-    assert "(5 records; 2 with a warning)" in result.output and "uranium" in result.output
+    assert "(5 records), 2 with a warning, in" in result.output and "uranium" in result.output
     result = invoke(embed, [str(src), "--out", str(tmp_path / "odd.npz")])
     assert result.exit_code == 0, result.output
     with np.load(tmp_path / "odd.npz") as npz:
