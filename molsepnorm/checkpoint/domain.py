@@ -221,8 +221,7 @@ class ApplicabilityDomain:
         n = len(atoms)
         rng = np.random.default_rng(seed)
         sample = np.sort(rng.choice(n, max_fingerprints, replace=False)) if n > max_fingerprints else np.arange(n)
-        mols = [m for m in (_training_mol(graphs[int(i)], vocab, smiles[int(i)] if smiles is not None else None)
-                            for i in sample) if m is not None]
+        mols = [m for m in (_training_mol(graphs, int(i), vocab, smiles) for i in sample) if m is not None]
         fingerprints = FingerprintSample.from_mols(mols) if mols else None
         return cls(vocab, atom_values, bond_values, frozenset(pairs), int(max_atoms), n, fingerprints,
                    float(tanimoto_threshold))
@@ -241,11 +240,12 @@ class ApplicabilityDomain:
     def from_splits(cls, splits: "DatasetSplits", split: str = "train", **options: Any) -> "ApplicabilityDomain":
         """The domain of one split (the training split) of a data set, with its SMILES where
         the data set has them (options as :meth:`from_graphs`)."""
-        graphs = splits[split]
+        from molsepnorm.data.registry import normalize_split_name
+
+        graphs = splits[split]  # raises KeyError naming the splits for an unknown one
         smiles = None
         if splits.smiles is not None:
-            rows = splits.split_indices[{"valid": "val", "validation": "val"}.get(split, split)]
-            smiles = [splits.smiles[int(i)] for i in rows]
+            smiles = [splits.smiles[int(i)] for i in splits.split_indices[normalize_split_name(split)]]
         return cls.from_graphs(graphs, splits.vocab, smiles=smiles, **options)
 
     # --- checking -------------------------------------------------------------------------
@@ -471,9 +471,16 @@ def _mol_of_smiles(smiles: Optional[str]) -> Optional[Chem.Mol]:
         return Chem.MolFromSmiles(smiles)
 
 
-def _training_mol(graph: Any, vocab: str, smiles: Optional[str]) -> Optional[Chem.Mol]:
-    """The molecule of a training graph, for its fingerprint (None where there is none)."""
-    mol = _mol_of_smiles(smiles if smiles is not None else getattr(graph, "smiles", None))
+def _training_mol(graphs: Sequence[Any], i: int, vocab: str,
+                  smiles: Optional[Sequence[Optional[str]]]) -> Optional[Chem.Mol]:
+    """The molecule of training graph ``i``, for its fingerprint (None where there is none):
+    its SMILES, else the graph's own, else (zinc) rebuilt from the graph."""
+    if smiles is not None:
+        mol = _mol_of_smiles(smiles[i])
+        if mol is not None:
+            return mol
+    graph = graphs[i]
+    mol = _mol_of_smiles(getattr(graph, "smiles", None))
     if mol is not None or vocab != "zinc":
         return mol
     x, edge_index, edge_attr = _arrays(graph)
