@@ -16,13 +16,11 @@ RDKit's bond order, as OGB does.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import numpy as np
-import torch
 from ogb.utils.features import get_atom_feature_dims, get_bond_feature_dims
 from rdkit import Chem, rdBase
-from torch_geometric.data import Data
 
 from molsepnorm.chem.ogb_features import ogb_columns, ogb_graph
 from molsepnorm.chem.parse import ANY_TRAITS, MolInput, SmilesTraits, describe_mol, parse_molecule, smiles_traits
@@ -30,6 +28,9 @@ from molsepnorm.chem.zinc_vocab import (ZINC_ATOM_INDEX, ZINC_ATOM_TOKENS, ZINC_
                                          zinc_atom_token)
 from molsepnorm.encodings import structural_encodings
 from molsepnorm.errors import InvalidMoleculeError
+
+if TYPE_CHECKING:  # torch and PyG are imported where a Data is built: the featurization
+    from torch_geometric.data import Data  # worker processes of predict need neither
 
 #: The vocabularies ``featurize`` knows.
 VOCABS: tuple[str, ...] = ("ogb", "zinc")
@@ -90,6 +91,9 @@ class MolGraph(NamedTuple):
 
     def to_data(self) -> Data:
         """The same graph as a PyG ``Data`` (tensors share the arrays' memory)."""
+        import torch
+        from torch_geometric.data import Data
+
         tensors = {name: torch.from_numpy(getattr(self, name)) for name in self._fields[:6]}
         return Data(**tensors, num_nodes=self.num_nodes, smiles=self.smiles)
 
@@ -123,6 +127,9 @@ def featurize(mol_or_smiles: MolInput, vocab: str = "ogb", encodings: bool = Fal
     """
     if encodings:
         return featurize_graph(mol_or_smiles, vocab, max_atoms).to_data()
+    import torch
+    from torch_geometric.data import Data
+
     _, smiles, (x, edge_index, edge_attr) = _graph(mol_or_smiles, vocab, max_atoms)
     return Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edge_index),
                 edge_attr=torch.from_numpy(edge_attr), num_nodes=x.shape[0], smiles=smiles)

@@ -19,11 +19,14 @@ pass per molecule stores two ``[N, N]`` int16 tables instead:
 """
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import TYPE_CHECKING, Literal, Optional, Union
+
+import sys
 
 import numpy as np
-import torch
-from torch import Tensor
+
+if TYPE_CHECKING:  # torch is imported by the functions on tensors: the NumPy path needs none
+    from torch import Tensor
 
 UNREACHABLE: int = -1
 """Distance stored for a pair with no path between them."""
@@ -43,7 +46,8 @@ METHODS: tuple[str, ...] = ("auto", "dense", "scipy")
 
 def _as_edge_array(edge_index: Union[np.ndarray, Tensor], num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
     """Validate ``edge_index`` ``[2, E]`` and return ``(src, dst)`` as int64 arrays ``[E]``."""
-    if isinstance(edge_index, Tensor):
+    torch = sys.modules.get("torch")  # not imported yet: edge_index cannot be a tensor
+    if torch is not None and isinstance(edge_index, torch.Tensor):
         edge_index = edge_index.detach().cpu().numpy()
     ei = np.asarray(edge_index)
     if ei.ndim != 2 or ei.shape[0] != 2:
@@ -210,6 +214,8 @@ def edge_paths_batched(spd: Tensor, path_next: Tensor, edge_id: Tensor, max_hops
         )
     if max_hops < 0:
         raise ValueError(f"max_hops must be >= 0, got {max_hops}")
+    import torch
+
     b, n, _ = spd.shape
     out = torch.full((b * n * n, max_hops), -1, dtype=torch.long, device=spd.device)
     if out.numel() == 0:
@@ -255,6 +261,8 @@ def edge_paths(
         ``h``-th edge on the path from ``i`` toward ``j`` for ``h < min(spd[i, j],
         max_hops)``, -1 elsewhere (diagonal, unreachable, beyond the path).
     """
+    import torch
+
     n = int(num_nodes)
     spd_t = torch.as_tensor(spd).reshape(n, n)
     nxt_t = torch.as_tensor(path_next).reshape(n, n)

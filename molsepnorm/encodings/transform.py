@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
-import torch
 
 from .shortest_paths import METHODS, Method, _as_edge_array, _tables
 
@@ -63,6 +62,8 @@ def encode(data: Data, method: Method = "auto", distances: Optional[np.ndarray] 
     num_nodes = int(data.num_nodes or 0)
     edge_index = data.edge_index
     edges = np.zeros((2, 0), dtype=np.int64) if edge_index is None else edge_index.detach().cpu().numpy()
+    import torch
+
     degree, spd, path_next = structural_encodings(edges, num_nodes, method=method, distances=distances)
     data.degree = torch.from_numpy(degree)
     data.spd = torch.from_numpy(spd)
