@@ -12,7 +12,10 @@ charge, which OGB's "misc" buckets take in without a word.  An
    below); any value in one of OGB's "misc" buckets, seen in training or not, since each
    lumps together every value outside OGB's list (``*``, a +30 charge, more than 10
    neighbours); a bond between two elements never bonded to each other in training
-   (B-B, Sn-Sn).  Stereo tags (OGB's chirality and bond stereo) are not compared with the
+   (B-B, Sn-Sn); an element that only a handful of training molecules held (fewer than
+   :data:`RARE_ELEMENT_MOLECULES` and under :data:`RARE_ELEMENT_FRACTION` of them:
+   organotins in nci-tpsa, whose 3,993 training molecules hold 4 with tin), whose
+   contribution the model could not have learnt.  Stereo tags (OGB's chirality and bond stereo) are not compared with the
    training data: data sets written without stereo (nci-tpsa, molhiv, MOSES) would put
    every chiral drug outside, while a tag changes no atom, bond or element, and removing
    the tags moved the bundled model's predictions by less than its test error
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
     from molsepnorm.data.registry import DatasetSplits
 
 __all__ = ["ApplicabilityDomain", "FingerprintSample", "DEFAULT_TANIMOTO_THRESHOLD", "DEFAULT_MAX_FINGERPRINTS",
+           "RARE_ELEMENT_MOLECULES", "RARE_ELEMENT_FRACTION",
            "check_domains"]
 
 #: Nearest-neighbour Tanimoto below which a molecule is flagged (docs/applicability.md: no
@@ -57,6 +61,13 @@ __all__ = ["ApplicabilityDomain", "FingerprintSample", "DEFAULT_TANIMOTO_THRESHO
 DEFAULT_TANIMOTO_THRESHOLD: float = 0.15
 #: Training molecules whose fingerprints a domain keeps (a random sample beyond that).
 DEFAULT_MAX_FINGERPRINTS: int = 5000
+#: An element present in fewer training molecules than this is reported as rare.  The
+#: elements of drug-like molecules (C, N, O, S, P, F, Cl, Br, I) are each in 40 or more of
+#: nci-tpsa's 3,993 training molecules; tin in 4, cadmium in 8 (docs/applicability.md).
+RARE_ELEMENT_MOLECULES: int = 10
+#: ... and in under this fraction of them (a set of a few dozen molecules has every element
+#: in few molecules; that is the whole data set, not a rarity).
+RARE_ELEMENT_FRACTION: float = 0.005
 FINGERPRINT_RADIUS: int = 2
 FINGERPRINT_BITS: int = 2048
 PAYLOAD_VERSION: int = 1
@@ -170,6 +181,8 @@ class ApplicabilityDomain:
         fingerprints: a sample of the training molecules' fingerprints; None where the
             training data carried no molecules to take them from (no similarity check).
         tanimoto_threshold: nearest-neighbour similarity below which a molecule is flagged.
+        element_molecules: atomic number (0 for ``*`` / misc) -> training molecules holding
+            that element; None in domains written before it was recorded (no rarity check).
     """
 
     vocab: str
@@ -180,6 +193,7 @@ class ApplicabilityDomain:
     num_molecules: int
     fingerprints: Optional[FingerprintSample] = None
     tanimoto_threshold: float = DEFAULT_TANIMOTO_THRESHOLD
+    element_molecules: Optional[dict[int, int]] = None
     _tables: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
     _digest: Optional[str] = field(default=None, init=False, repr=False, compare=False)
 
@@ -206,12 +220,14 @@ class ApplicabilityDomain:
         pairs: set[tuple[int, int]] = set()
         element = _element_table(vocab)
         max_atoms = 0
+        element_molecules = np.zeros(_MAX_Z, dtype=np.int64)
         for graph in graphs:
             x, edge_index, edge_attr = _arrays(graph)
             atoms.append(x)
             bonds.append(edge_attr)
             max_atoms = max(max_atoms, x.shape[0])
             pairs.update(_pairs(element[x[:, 0]], edge_index))
+            element_molecules[np.unique(element[x[:, 0]])] += 1
         if not atoms:
             raise ValueError("an applicability domain needs at least one training molecule")
         x_all, e_all = np.concatenate(atoms), np.concatenate(bonds)
@@ -224,7 +240,8 @@ class ApplicabilityDomain:
         mols = [m for m in (_training_mol(graphs, int(i), vocab, smiles) for i in sample) if m is not None]
         fingerprints = FingerprintSample.from_mols(mols) if mols else None
         return cls(vocab, atom_values, bond_values, frozenset(pairs), int(max_atoms), n, fingerprints,
-                   float(tanimoto_threshold))
+                   float(tanimoto_threshold),
+                   {int(z): int(c) for z, c in enumerate(element_molecules.tolist()) if c})
 
     @classmethod
     def from_smiles(cls, smiles: Sequence[str], vocab: str = "ogb", **options: Any) -> "ApplicabilityDomain":
@@ -292,7 +309,8 @@ class ApplicabilityDomain:
         z = element[x[:, 0]] if x.size else np.zeros(0, dtype=np.int64)
         codes = _pair_codes(z, edge_index)
         new_pairs = codes[~pair_seen[codes]] if codes.size else codes
-        if not a.any() and not b.any() and not new_pairs.size:
+        rare = self._rare_elements(z)
+        if not a.any() and not b.any() and not new_pairs.size and not rare:
             return []
         columns = feature_columns(self.vocab)
         unseen: list[str] = []
@@ -313,7 +331,21 @@ class ApplicabilityDomain:
         if new_pairs.size:
             shown = [f"{_symbol(int(c) // _MAX_Z)}-{_symbol(int(c) % _MAX_Z)}" for c in np.unique(new_pairs)]
             reasons.append("bond between elements never bonded in training: " + ", ".join(shown))
+        if rare:
+            reasons.append("rare in training: " + ", ".join(
+                f"element {_symbol(e)} in {self.element_molecules[e]:,} of {self.num_molecules:,} molecules"
+                for e in rare))
         return reasons
+
+    def _rare_elements(self, z: np.ndarray) -> list[int]:
+        """Atomic numbers in ``z`` held by at least one training molecule but fewer than
+        RARE_ELEMENT_MOLECULES and RARE_ELEMENT_FRACTION of them (an element held by none is
+        reported as never seen)."""
+        if not self.element_molecules or not z.size:
+            return []
+        limit = min(RARE_ELEMENT_MOLECULES, RARE_ELEMENT_FRACTION * self.num_molecules)
+        counts = self.element_molecules
+        return [e for e in np.unique(z).tolist() if e and 0 < counts.get(e, 0) < limit]
 
     def _lookup_tables(self) -> tuple:
         """``(atom flags (C, V), bond flags (C', V'), seen pair codes (128 * 128,), element of
@@ -352,6 +384,8 @@ class ApplicabilityDomain:
             "num_molecules": self.num_molecules,
             "fingerprints": self.fingerprints.to_payload() if self.fingerprints is not None else None,
             "tanimoto_threshold": self.tanimoto_threshold,
+            "element_molecules": (None if self.element_molecules is None
+                                  else [[z, c] for z, c in sorted(self.element_molecules.items())]),
         }
 
     @classmethod
@@ -374,6 +408,8 @@ class ApplicabilityDomain:
             num_molecules=int(data["num_molecules"]),
             fingerprints=FingerprintSample.from_payload(fingerprints) if fingerprints else None,
             tanimoto_threshold=float(data["tanimoto_threshold"]),
+            element_molecules=({int(z): int(c) for z, c in data["element_molecules"]}
+                               if data.get("element_molecules") is not None else None),
         )
 
     def digest(self) -> str:

@@ -32,6 +32,21 @@ def test_an_element_never_seen_is_named(domain):
     assert reasons[0] == "not seen in training: element S"
 
 
+def test_an_element_in_a_handful_of_training_molecules_is_rare():
+    # 3 of 1,000 training molecules hold bromine: under 10 and under 0.5 %
+    train = ["CCO", "CCN", "c1ccccc1O", "CC(=O)O"] * 249 + ["CCBr", "BrCCO", "c1ccccc1Br", "CCCl"]
+    domain = ApplicabilityDomain.from_smiles(train, "ogb", max_fingerprints=50)
+    assert domain.element_molecules[35] == 3 and domain.element_molecules[17] == 1
+    assert domain.reasons("CCCBr") == ["rare in training: element Br in 3 of 1,000 molecules"]
+    assert domain.reasons("CCCCCO") == []
+    # in a set of 17 molecules, 2 with chlorine are not rare: that is the data set's size
+    small = ApplicabilityDomain.from_smiles(TRAIN, "ogb")
+    assert small.element_molecules[17] == 2 and small.reasons("ClCCCO") == []
+    # domains written before the counts were recorded skip the check
+    old = ApplicabilityDomain.from_payload({**domain.to_payload(), "element_molecules": None})
+    assert old.element_molecules is None and old.reasons("CCCBr") == []
+
+
 def test_a_formal_charge_never_seen_is_named(domain):
     assert "not seen in training: formal charge +1" in domain.check("CC[NH3+]")
 

@@ -15,6 +15,7 @@ EXAMPLE = REPO / "data" / "examples" / "molecules.smi"
 BORON_CLUSTER = "B1B2B1B2"  # a B4 cage: the NCI training set has boron, never bonded to boron
 DISTANNANE = "CCCC[Sn](CCCC)(CCCC)[Sn](CCCC)(CCCC)CCCC"  # hexabutylditin: an Sn-Sn bond
 URANIUM = "[U]"
+TRIBUTYLTIN = "CCCC[Sn](Cl)(CCCC)CCCC"  # tin is in 4 of the 3,993 training molecules
 
 
 def example_drugs() -> list[tuple[str, str]]:
@@ -34,15 +35,17 @@ def test_the_bundled_model_carries_its_domain():
 
 
 def test_out_of_domain_molecules_are_flagged(bundled_predictor):
-    frame = bundled_predictor.predict([BORON_CLUSTER, DISTANNANE, URANIUM, "CCO", "c1ccccc1O"])
+    frame = bundled_predictor.predict([BORON_CLUSTER, DISTANNANE, URANIUM, TRIBUTYLTIN, "CCO", "c1ccccc1O"])
     assert frame["error"].isna().all()  # predicted all the same
     assert np.isfinite(frame["tpsa"]).all()
     warning = frame["warning"].tolist()
     assert "bond between elements never bonded in training: B-B" in warning[0]
     assert "nearest training molecule Tanimoto" in warning[0]
-    assert warning[1] == "bond between elements never bonded in training: Sn-Sn"
+    assert warning[1] == ("bond between elements never bonded in training: Sn-Sn; "
+                          "rare in training: element Sn in 4 of 3,993 molecules")
     assert warning[2].startswith("not seen in training: element U, degree 0")
-    assert frame["warning"].isna().tolist() == [False, False, False, True, True]  # ethanol, phenol: none
+    assert warning[3] == "rare in training: element Sn in 4 of 3,993 molecules"
+    assert frame["warning"].isna().tolist() == [False, False, False, False, True, True]  # ethanol, phenol: none
 
 
 def test_the_readme_drugs_are_not_flagged(bundled_predictor):
