@@ -34,9 +34,13 @@ def prepare(dataset: str, data_root: Optional[str], smiles_column: Optional[str]
     except MolsepnormError as err:
         raise click.ClickException(str(err)) from err
     seconds = time.perf_counter() - start
-    click.echo(f"{splits.name}: {splits.task}, targets {', '.join(splits.target_names)}; vocabulary {splits.vocab}")
+    click.echo(f"{splits.name}: {splits.task}, targets {', '.join(splits.target_names) or 'none'}; "
+               f"vocabulary {splits.vocab}")
     click.echo(f"  train {len(splits.train):,}  val {len(splits.val):,}  test {len(splits.test):,}"
                f"  (ready in {seconds:.1f} s)")
+    if splits.cache_dir is None:  # moses: featurized when read; sizing it would featurize it all
+        click.echo(f"  nothing to prepare: its graphs are featurized when read, never cached\n  source: {splits.source}")
+        return
     sizes = num_atoms(splits.train).tolist()
     report = padding_report(sizes, batch_size=batch_size)
     click.echo(f"  atoms per molecule (train): mean {sum(sizes) / max(1, len(sizes)):.1f}, max {max(sizes, default=0)}")

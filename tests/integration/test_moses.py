@@ -161,3 +161,14 @@ def test_training_on_moses_is_refused_with_the_reason(tmp_path: Path, data_root:
                                         "--out", str(tmp_path / "run")])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "'moses' is unlabelled (it has no targets)" in result.output
+
+
+def test_prepare_moses_has_nothing_to_cache(data_root: Path) -> None:
+    from click.testing import CliRunner
+
+    from molsepnorm.cli.prepare import prepare
+
+    result = CliRunner().invoke(prepare, ["--dataset", "moses", "--data-root", str(data_root)])
+    assert result.exit_code == 0, result.output
+    assert "moses: unlabelled, targets none" in result.output and "train 1,584,663" in result.output
+    assert "nothing to prepare: its graphs are featurized when read" in result.output
