@@ -99,11 +99,16 @@ class FeaturizerSpec:
                 f"molsepnorm has v{now.featurizer_version} / v{now.encoding_version}: outputs may be off")
 
 
+#: ``TaskSpec.type`` of a self-supervised encoder (``molsepnorm pretrain``): no targets, its
+#: task head untrained; it embeds molecules and starts a fine-tuning (``train --init``).
+PRETRAINED = "pretrained"
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """What the model predicts and how it is scored."""
 
-    type: str  # "regression" | "binary"
+    type: str  # "regression" | "binary" | PRETRAINED
     target_names: tuple[str, ...]
     metric: str  # model-selection metric: "mae" | "rocauc" | ...
     higher_is_better: bool

@@ -108,9 +108,10 @@ class RunDir:
                 continue
         return rows
 
-    def truncate_metrics(self, last_epoch: int) -> None:
-        """Keep the rows of epochs ``<= last_epoch`` (on resume, drop epochs done after the checkpoint)."""
-        rows = [r for r in self.read_metrics() if int(r.get("epoch", 0)) <= last_epoch]
+    def truncate_metrics(self, last_epoch: int, key: str = "epoch") -> None:
+        """Keep the rows whose ``key`` (the epoch; ``"step"`` for pretraining) is ``<= last_epoch``
+        (on resume, drop rows written after the checkpoint)."""
+        rows = [r for r in self.read_metrics() if int(r.get(key, 0)) <= last_epoch]
         _write_text_atomic(self.metrics_jsonl, "".join(json.dumps(r) + "\n" for r in rows))
         self._write_csv(rows)
 

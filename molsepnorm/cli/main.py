@@ -21,6 +21,7 @@ from molsepnorm.cli.analyze import analyze, plot  # noqa: E402
 from molsepnorm.cli.evaluate import evaluate  # noqa: E402
 from molsepnorm.cli.predict import embed, models, predict  # noqa: E402
 from molsepnorm.cli.prepare import prepare  # noqa: E402
+from molsepnorm.cli.pretrain import pretrain  # noqa: E402
 from molsepnorm.cli.train import train  # noqa: E402
 
 cli.add_command(predict)
@@ -28,6 +29,7 @@ cli.add_command(embed)
 cli.add_command(models)
 cli.add_command(prepare)
 cli.add_command(train)
+cli.add_command(pretrain)
 cli.add_command(evaluate)
 cli.add_command(analyze)
 cli.add_command(plot)

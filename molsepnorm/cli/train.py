@@ -57,6 +57,8 @@ _OVERRIDES = {
     "batching": "train.batching",
     "checkpoint_every": "train.checkpoint_every_steps",
     "on_nonfinite": "train.on_nonfinite",
+    "init": "train.init",
+    "freeze_encoder": "train.freeze_encoder",
 }
 _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias", "id_column")
 # what --resume accepts besides the run directory
@@ -99,6 +101,12 @@ _RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
               help="Also write last.pt every N steps within an epoch.")
 @click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.train.config:NONFINITE"), default=None,
               help="A NaN/infinite loss or gradient: stop naming the step and batch (default), or skip the batch.")
+@click.option("--init", default=None, metavar="CKPT|NAME",
+              help="Fine-tune: start from this checkpoint's encoder (molsepnorm pretrain's encoder.pt or last.pt, a "
+                   "best.pt, a bundled model name); its architecture replaces the config's, the head is new unless "
+                   "the task and targets match.")
+@click.option("--freeze-encoder/--no-freeze-encoder", default=None,
+              help="Train the head only (a linear probe): the encoder's weights stay as they are.")
 @click.option("--num-workers", type=click.IntRange(min=0), default=None, help="DataLoader worker processes.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (torch.set_num_threads).")
 @click.option("--cpu-malloc", type=LibraryChoice("molsepnorm.train.config:CPU_MALLOC"), default=None,

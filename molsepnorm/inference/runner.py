@@ -22,7 +22,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from molsepnorm.checkpoint.checkpoint import PRETRAINED
 from molsepnorm.checkpoint.scaling import TargetScaler
+from molsepnorm.errors import MolsepnormError
 
 if TYPE_CHECKING:
     from molsepnorm.checkpoint.checkpoint import Checkpoint
@@ -41,14 +43,15 @@ class Runner:
 
     Args:
         model: a :class:`~molsepnorm.nn.graphormer.Graphormer` (not DDP-wrapped).
-        task: ``"regression"`` or ``"binary"``.
+        task: ``"regression"``, ``"binary"``, or ``"pretrained"`` (an encoder without a
+            trained head: embeddings only).
         scaler: the target standardization the model was trained with (regression), or None.
         bf16: run under bfloat16 autocast (CUDA only).
     """
 
     def __init__(self, model: nn.Module, task: str, scaler: Optional[TargetScaler] = None, bf16: bool = False) -> None:
-        if task not in ("regression", "binary"):
-            raise ValueError(f"task must be 'regression' or 'binary', got {task!r}")
+        if task not in ("regression", "binary", PRETRAINED):
+            raise ValueError(f"task must be 'regression', 'binary' or {PRETRAINED!r}, got {task!r}")
         self.model = model
         self.task = task
         self.scaler = scaler
@@ -71,6 +74,9 @@ class Runner:
 
     def predictions(self, out: Tensor) -> Tensor:
         """Head outputs (B, T) -> predictions: probabilities (binary) or original units."""
+        if self.task == PRETRAINED:
+            raise MolsepnormError("a pretrained encoder has no trained head, so it predicts nothing: fine-tune it "
+                                  "with `molsepnorm train --init CKPT` (embeddings work as they are)")
         out = out.float()
         if self.task == "binary":
             return torch.sigmoid(out)

@@ -246,8 +246,13 @@ class Graphormer(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def encode(self, batch: GraphBatch) -> Tensor:
-        """All token states after the last layer (and the final norm): (B, N+1, D); padding is zero."""
+    def encode(self, batch: GraphBatch, atom_features: Optional[Tensor] = None) -> Tensor:
+        """All token states after the last layer (and the final norm): (B, N+1, D); padding is zero.
+
+        ``atom_features`` (B, N, D), if given, stands in for the atom-feature embedding
+        ``atom_encoder(batch.x)`` (the degree encoding is still added): masked-atom
+        pretraining (Hu et al., ICLR 2020) puts a learned mask vector at masked atoms this way.
+        """
         K = self.config.multi_hop_max_dist
         if batch.edge_path.size(-1) < K:
             raise ValueError(
@@ -258,7 +263,9 @@ class Graphormer(nn.Module):
         mask = torch.cat([batch.node_mask.new_ones(B, 1), batch.node_mask], 1)  # (B, N+1)
         bias = self.attn_bias(batch.spd, batch.edge_attr, batch.edge_path, batch.node_mask)  # (B, H, N+1, N+1)
 
-        atoms = self.atom_encoder(batch.x) + self.degree_encoder(batch.degree)  # (B, N, D)
+        if atom_features is None:
+            atom_features = self.atom_encoder(batch.x)  # (B, N, D)
+        atoms = atom_features + self.degree_encoder(batch.degree)  # (B, N, D)
         atoms = atoms * batch.node_mask.unsqueeze(-1)  # padding starts at zero
         h = torch.cat([self.graph_token.view(1, 1, -1).expand(B, 1, -1), atoms], 1)  # (B, N+1, D)
         if self.input_norm is not None:

@@ -75,7 +75,8 @@ def _on_main(env: ddp.DistEnv, action: Any) -> Any:
     return result
 
 
-def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: bool = True) -> Any:
+def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: bool = True,
+          init: Optional[PathLike] = None, freeze_encoder: Optional[bool] = None) -> Any:
     """Train a model as configured and write its run directory.
 
     Under torchrun, call it on every process: DDP is set up from the environment.
@@ -84,13 +85,23 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         config: the experiment (see :func:`~molsepnorm.train.config.load_experiment_config`).
         out: the run directory (default :func:`default_run_dir`); must not hold a run yet.
         console: log to the terminal as well as to ``train.log``.
+        init: fine-tune: a checkpoint (``molsepnorm pretrain``'s ``encoder.pt``, a
+            ``best.pt``) or bundled model name whose encoder starts the model
+            (``train.init``; see :mod:`molsepnorm.train.init`).
+        freeze_encoder: train the head only (``train.freeze_encoder``).
 
     Returns:
         The :class:`~molsepnorm.train.loop.FitResult`.
     """
+    from molsepnorm.train.config import apply_overrides
+    from molsepnorm.train.init import with_init_vocabulary
     from molsepnorm.train.loop import Trainer
 
+    if init is not None or freeze_encoder is not None:
+        config = apply_overrides(config, {"train.init": None if init is None else str(init),
+                                          "train.freeze_encoder": freeze_encoder})
     config.validate()
+    config = with_init_vocabulary(config)
     env = ddp.setup(config.train.device)
     try:
         run_dir = RunDir(out) if out is not None else None
@@ -146,6 +157,7 @@ def resume(
         # the model as last.pt built it: a run begun by an older molsepnorm has a config.yaml
         # without the model keys added since, which Checkpoint.load completes
         config.model = dict(checkpoint.model_config)
+        config.train.init = None  # the weights come from last.pt (the init checkpoint may be gone)
         splits = load_splits(config, env)
         _check_same_split(rd, splits)
         trainer = Trainer(config, splits, run_dir=rd, env=env)

@@ -123,6 +123,10 @@ class TrainConfig:
     on_nonfinite: str = "stop"  # NaN/inf loss or gradient: "stop" (error naming step and batch) | "skip" the batch
     max_skipped_batches: int = 10  # with "skip": stop after this many non-finite batches in a row
     progress: bool = True  # progress bar on the terminal (rank 0 only)
+    # fine-tuning (molsepnorm.train.init): a checkpoint file or bundled model name whose encoder starts the
+    # model (its architecture overrides the model section); freeze_encoder: train the head only
+    init: Optional[str] = None
+    freeze_encoder: bool = False
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first invalid value."""
@@ -170,6 +174,10 @@ class TrainConfig:
         _choice("train.precision", self.precision, PRECISIONS)
         if len(self.adam_betas) != 2:
             raise ConfigError(f"train.adam_betas must have two values, got {self.adam_betas}")
+        if self.init is not None and not isinstance(self.init, str):
+            raise ConfigError(f"train.init must be a checkpoint path or model name, got {self.init!r}")
+        if not isinstance(self.freeze_encoder, bool):
+            raise ConfigError(f"train.freeze_encoder must be true or false, got {self.freeze_encoder!r}")
 
 
 @dataclass

@@ -137,9 +137,11 @@ def any_rank(flag: bool, env: DistEnv) -> bool:
     return all_reduce_sum([1.0 if flag else 0.0], env)[0] > 0
 
 
-def spawn_command(nproc: int, argv: list[str], python: Optional[str] = None) -> list[str]:
-    """The torchrun command running ``molsepnorm train <argv>`` on ``nproc`` local processes."""
+def spawn_command(nproc: int, argv: list[str], python: Optional[str] = None,
+                  module: str = "molsepnorm.cli.train") -> list[str]:
+    """The torchrun command running ``python -m <module> <argv>`` (``molsepnorm train``, or
+    ``molsepnorm.cli.pretrain``) on ``nproc`` local processes."""
     import sys
 
     return [python or sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-            "-m", "molsepnorm.cli.train", *argv]
+            "-m", module, *argv]

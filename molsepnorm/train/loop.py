@@ -43,6 +43,7 @@ from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
 from molsepnorm.train.config import ExperimentConfig
 from molsepnorm.train.ema import WeightEMA
+from molsepnorm.train.init import encoder_eval, freeze_encoder, init_config, init_scaler, load_init, load_init_weights
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
 from molsepnorm.train.state import (Progress, capture_rng_state, restore_rng_state, seed_everything,
@@ -118,7 +119,8 @@ class Trainer:
         if not splits.labelled:
             raise MolsepnormError(f"data set {splits.name!r} is unlabelled (it has no targets): training fits "
                                   "targets; an unlabelled corpus serves pretraining and prediction")
-        self.config = resolve_config(config, splits)
+        self.init = load_init(config.train.init) if config.train.init else None  # fine-tuning (train.init)
+        self.config = resolve_config(init_config(config, self.init, splits) if self.init else config, splits)
         self.tc = tc = self.config.train
         self.splits = splits
         self.env = env or ddp.DistEnv(device=ddp.resolve_device(tc.device))
@@ -141,6 +143,10 @@ class Trainer:
         seed_everything(tc.seed)
         self.model_config = GraphormerConfig.from_dict(self.config.model)
         model: nn.Module = Graphormer(self.model_config)
+        if self.init is not None:
+            load_init_weights(model, self.init, splits)
+        if tc.freeze_encoder:
+            log.info("encoder frozen: %d parameters of the head train", freeze_encoder(model))
         model = ddp.maybe_sync_batchnorm(model, self.env).to(self.device)
         self.model = ddp.wrap_ddp(model, self.env)
         self.collate = GraphCollator(self.model_config.multi_hop_max_dist)
@@ -148,7 +154,7 @@ class Trainer:
         self.sizes = {split: num_atoms(splits[split]) for split in ("train", "val", "test")}
         self.scaler: Optional[TargetScaler] = None
         if self.task == "regression" and tc.standardize_targets:
-            self.scaler = TargetScaler.fit(targets(splits.train))
+            self.scaler = init_scaler(self.init, splits, TargetScaler.fit(targets(splits.train)))
         # the weights that are evaluated and saved: the model's, or their moving average
         self.ema = WeightEMA(ddp.unwrap(self.model), tc.ema_decay) if tc.ema_decay else None
         self.eval_model: nn.Module = self.ema.module if self.ema else ddp.unwrap(self.model)
@@ -267,6 +273,8 @@ class Trainer:
 
         st, tc = self.state, self.tc
         self.model.train()
+        if tc.freeze_encoder:
+            encoder_eval(ddp.unwrap(self.model))
         self.train_sampler.set_epoch(st.epoch)  # type: ignore[attr-defined]
         skip = st.batch_in_epoch
         loader = self._loader(_SkipBatches(self.train_sampler, skip), tc.seed + st.epoch)

@@ -100,15 +100,27 @@ class TrainStep:
         self.bf16 = bf16
         self.env = env or ddp.DistEnv(device=self.device)
 
-    def __call__(self, batch: "GraphBatch") -> StepResult:
-        batch = batch.to(self.device, non_blocking=True)
+    def autocast(self) -> Any:
+        """bfloat16 autocast of a forward pass when ``bf16``, else a no-op context."""
+        return torch.autocast("cuda", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+
+    def compute_loss(self, batch: "GraphBatch") -> Tensor:
+        """The scalar loss of a batch already on the device: forward pass and loss.
+
+        Everything else of the step (finite checks, backward, clipping, optimizer and
+        schedule) is the same for any objective: self-supervised pretraining
+        (:mod:`molsepnorm.pretrain`) overrides only this.
+        """
         target = batch.y.float()
         if self.scaler is not None:
             target = self.scaler.transform(target)
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
-        with autocast:
+        with self.autocast():
             out = self.model(batch)  # (B, T)
-        loss = batch_loss(self.loss, out.float(), target)
+        return batch_loss(self.loss, out.float(), target)
+
+    def __call__(self, batch: "GraphBatch") -> StepResult:
+        batch = batch.to(self.device, non_blocking=True)
+        loss = self.compute_loss(batch)
         finite = bool(torch.isfinite(loss))
         if ddp.any_rank(not finite, self.env):  # every rank decides together, none hangs in backward
             what = (f"training loss is {float(loss.detach())}" if not finite

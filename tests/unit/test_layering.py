@@ -2,7 +2,9 @@
 
 The path of data runs chem -> encodings -> data -> nn -> inference; checkpoint sits below
 the verbs; train, predict and analysis are verbs that share those layers and never import
-each other; the CLI is the only layer above them.
+each other; pretrain sits above train and predict (it reuses train's optimisation step,
+schedule and DDP set-up, and predict's file readers and featurization); the CLI is the only
+layer above them all.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "molsepnorm"
-VERBS = ("train", "predict", "analysis")
+VERBS = ("train", "predict", "analysis", "pretrain")
 # subpackage -> subpackages it must not import
 FORBIDDEN = {
     "chem": ("data", "nn", "inference", "checkpoint", *VERBS, "cli"),
@@ -21,9 +23,10 @@ FORBIDDEN = {
     "nn": ("inference", "checkpoint", *VERBS, "cli"),  # it reads data's padded batch
     "checkpoint": ("inference", *VERBS, "cli"),
     "inference": (*VERBS, "cli"),
-    "train": ("predict", "analysis", "cli"),
-    "predict": ("train", "analysis", "cli"),
-    "analysis": ("train", "predict", "cli"),
+    "train": ("predict", "analysis", "pretrain", "cli"),
+    "predict": ("train", "analysis", "pretrain", "cli"),
+    "analysis": ("train", "predict", "pretrain", "cli"),
+    "pretrain": ("analysis", "cli"),
 }
 
 

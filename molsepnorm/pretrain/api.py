@@ -1,0 +1,106 @@
+"""The library entry points behind ``molsepnorm pretrain``: :func:`pretrain` and :func:`resume`.
+
+>>> from molsepnorm.pretrain import load_pretrain_config, pretrain
+>>> config = load_pretrain_config("configs/tiny.yaml", {"corpus.corpus": "nci", "pretrain.max_steps": 100})
+>>> result = pretrain(config, out="runs/pre-tiny")
+>>> # then: molsepnorm train --init runs/pre-tiny/encoder.pt --dataset nci-tpsa ...
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+from pathlib import Path
+from typing import Optional, Union
+
+from molsepnorm.checkpoint.run_dir import RunDir
+from molsepnorm.pretrain.config import PretrainExperiment, load_pretrain_config
+from molsepnorm.pretrain.loop import PretrainResult
+from molsepnorm.train import distributed as ddp
+from molsepnorm.train.api import _on_main
+from molsepnorm.train.config import read_yaml
+from molsepnorm.train.logs import LOGGER_NAME, close_logger, setup_logger
+
+PathLike = Union[str, os.PathLike]
+log = logging.getLogger(LOGGER_NAME)
+
+
+def default_run_dir(config: PretrainExperiment, root: PathLike = "runs") -> Path:
+    """``runs/pretrain-<corpus>-<objective>-seed<N>-<YYYYmmdd-HHMMSS>``."""
+    stem = Path(str(config.corpus.corpus)).name.split(".")[0]
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path(root) / f"pretrain-{stem}-{config.pretrain.objective}-seed{config.pretrain.seed}-{stamp}"
+
+
+def pretrain(config: PretrainExperiment, out: Optional[PathLike] = None, console: bool = True) -> PretrainResult:
+    """Pretrain a Graphormer encoder as configured and write its run directory.
+
+    Under torchrun, call it on every process: DDP is set up from the environment.  The
+    run directory holds ``config.yaml``, ``metrics.jsonl`` / ``metrics.csv``,
+    ``train.log``, ``last.pt`` (resumable), and at the end ``encoder.pt`` and
+    ``results.json``.
+
+    Args:
+        config: the experiment (see :func:`~molsepnorm.pretrain.config.load_pretrain_config`).
+        out: the run directory (default :func:`default_run_dir`); must not hold a run yet.
+        console: log to the terminal as well as to ``train.log``.
+    """
+    from molsepnorm.pretrain.loop import Pretrainer
+
+    config.validate()
+    env = ddp.setup(config.pretrain.device)
+    try:
+        run_dir = RunDir(out) if out is not None else (RunDir(default_run_dir(config)) if env.is_main else None)
+        _on_main(env, lambda: run_dir.create())
+        setup_logger(run_dir if env.is_main else None, env.is_main, console=console)
+        trainer = Pretrainer(config, run_dir=run_dir, env=env)
+        if env.is_main:
+            trainer.config.save_yaml(run_dir.config)
+        return trainer.fit()
+    finally:
+        close_logger()
+        ddp.teardown()
+
+
+def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[PathLike] = None,
+           progress: Optional[bool] = None, console: bool = True) -> PretrainResult:
+    """Continue an interrupted pretraining run from its ``last.pt``, exactly where it stopped.
+
+    The run's own ``config.yaml`` is used; only the device, the data root and the progress
+    bar may change.
+    """
+    from molsepnorm.checkpoint import Checkpoint
+    from molsepnorm.pretrain.loop import Pretrainer
+
+    rd = RunDir(run_dir)
+    rd.check_resumable()
+    config = PretrainExperiment.from_dict(read_yaml(rd.config), source=str(rd.config))
+    if device is not None:
+        config.pretrain.device = device
+    if data_root is not None:
+        config.corpus.data_root = str(data_root)
+    if progress is not None:
+        config.pretrain.progress = progress
+    config.validate()
+    env = ddp.setup(config.pretrain.device)
+    try:
+        setup_logger(rd if env.is_main else None, env.is_main, console=console)
+        checkpoint = Checkpoint.load(rd.last)
+        config.model = {k: v for k, v in checkpoint.model_config.items() if k != "num_tasks"}
+        trainer = Pretrainer(config, run_dir=rd, env=env)
+        trainer.load_training_state(checkpoint)
+        if env.is_main:
+            for stale in rd.remove_stale_temporaries():
+                log.info("removed %s, a file torn by the interruption", stale.name)
+            rd.truncate_metrics(trainer.state.step, key="step")
+            rows = rd.read_metrics()
+            if rows:
+                trainer.last_row = rows[-1]
+            log.info("resumed %s at step %d", rd.path, trainer.state.step)
+        return trainer.fit()
+    finally:
+        close_logger()
+        ddp.teardown()
+
+
+__all__ = ["default_run_dir", "load_pretrain_config", "pretrain", "resume"]

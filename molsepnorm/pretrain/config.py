@@ -1,0 +1,270 @@
+"""Pretraining configuration: a YAML preset, overridden by flags, saved resolved.
+
+A preset has three sections::
+
+    model:     # GraphormerConfig fields (molsepnorm.nn): the encoder to pretrain
+    pretrain:  # PretrainOptions: objective, optimizer, budget, batches, seed, device
+    corpus:    # CorpusConfig: the unlabelled molecules and how to read them
+
+A training preset (``configs/tiny.yaml``: ``model:`` / ``train:`` / ``data:``) is accepted
+too: its ``model:`` section gives the encoder, its other sections are left out (they
+describe supervised training).  Names shared with ``molsepnorm train`` (``batch_size``,
+``lr``, ``warmup_steps``, ``seed``, ...) mean the same thing.  Importing this module loads
+neither torch nor the model.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Union
+
+import yaml
+
+from molsepnorm.inference.device import DEVICES
+from molsepnorm.train.config import BATCHINGS, CPU_MALLOC, PRECISIONS, ConfigError, read_yaml, validate_model_section
+
+PathLike = Union[str, os.PathLike]
+
+#: ``masked``: masked-atom prediction (Hu et al., ICLR 2020); ``contrastive``: InfoNCE between
+#: two views of each molecule's graph token (SimCSE, Gao et al. 2021; GraphCL, You et al. 2020);
+#: ``both``: their weighted sum.
+OBJECTIVES = ("masked", "contrastive", "both")
+#: How the two views of the contrastive objective differ: ``mask`` (atom attributes masked,
+#: GraphCL), ``drop_nodes`` (atoms left out as tokens, GraphCL), ``dropout`` (the model's own
+#: dropout only, SimCSE; needs ``model.dropout`` > 0).
+AUGMENTATIONS = ("mask", "drop_nodes", "dropout")
+#: What a masked atom's head predicts: ``type`` (the first atom column: the element in the
+#: OGB vocabulary, the ZINC atom type) or ``all`` (every atom column, one softmax each).
+MASK_TARGETS = ("type", "all")
+#: Time-budget-only runs: warm-up steps when ``warmup_steps`` is not given.
+DEFAULT_WARMUP_WITHOUT_MAX_STEPS = 500
+
+
+@dataclass
+class PretrainOptions:
+    """How to pretrain: the objective, the optimizer and schedule, the budget, batches, device.
+
+    The optimizer is ``molsepnorm train``'s (AdamW, linear warm-up then linear decay over
+    ``max_steps``, clipping).  With ``time_budget`` alone the length is unknown: the
+    learning rate warms up over ``warmup_steps`` (default 500) and then stays at ``lr``.
+    """
+
+    objective: str = "both"  # see OBJECTIVES
+    mask_rate: float = 0.15  # fraction of each molecule's atoms masked (at least one)
+    mask_targets: str = "type"  # see MASK_TARGETS
+    augment: list[str] = field(default_factory=lambda: ["mask"])  # contrastive views; see AUGMENTATIONS
+    drop_rate: float = 0.1  # drop_nodes: fraction of each molecule's atoms left out (never all)
+    temperature: float = 0.1  # InfoNCE temperature
+    masked_weight: float = 1.0  # weight of the masked-atom loss in "both"
+    contrastive_weight: float = 1.0  # weight of the contrastive loss in "both"
+    max_steps: Optional[int] = None  # optimizer steps
+    time_budget: Optional[float] = None  # minutes of training (summed over resumes)
+    batch_size: int = 64  # molecules per batch (per process under DDP)
+    batching: str = "bucket"  # within a chunk: "bucket" (similar sizes, less padding) | "random"
+    max_tokens: Optional[int] = None  # token budget of a bucketed batch; None: batch_size * (mean atoms + 1)
+    lr: float = 5e-4
+    end_lr: float = 1e-9
+    warmup_steps: Optional[int] = None  # None: warmup_fraction of max_steps (500 with a time budget only)
+    warmup_fraction: float = 0.05
+    weight_decay: float = 0.01
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+    clip_norm: Optional[float] = 5.0
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"  # "fp32" | "bf16" (CUDA) | "auto" (bf16 on CUDA)
+    num_workers: int = 0  # processes featurizing the next chunk while this one trains
+    threads: Optional[int] = None  # torch.set_num_threads on CPU
+    cpu_malloc: str = "heap"  # as molsepnorm train's train.cpu_malloc
+    log_every: int = 50  # steps per row of metrics.jsonl
+    checkpoint_every_steps: int = 500  # last.pt every N steps (and at the start and the end)
+    progress: bool = True
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` naming the first invalid value."""
+        _choice("pretrain.objective", self.objective, OBJECTIVES)
+        _choice("pretrain.mask_targets", self.mask_targets, MASK_TARGETS)
+        if isinstance(self.augment, str):
+            self.augment = [a.strip() for a in self.augment.split(",") if a.strip()]
+        if not self.augment and self.objective != "masked":
+            raise ConfigError(f"pretrain.augment is empty: the contrastive objective needs two views that differ "
+                              f"({', '.join(AUGMENTATIONS)})")
+        for kind in self.augment:
+            _choice("pretrain.augment", kind, AUGMENTATIONS)
+        if self.max_steps is None and self.time_budget is None:
+            raise ConfigError("pretrain: give max_steps or time_budget (or both): a corpus is read in passes "
+                              "for as long as the budget allows")
+        for name in ("max_steps", "batch_size", "max_tokens", "warmup_steps", "threads", "log_every",
+                     "checkpoint_every_steps"):
+            value = getattr(self, name)
+            if value is None and name in ("max_steps", "max_tokens", "warmup_steps", "threads"):
+                continue
+            if name == "warmup_steps":
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise ConfigError(f"pretrain.warmup_steps must be >= 0, got {value!r}")
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"pretrain.{name} must be a positive integer, got {value!r}")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ConfigError(f"pretrain.time_budget must be positive (minutes), got {self.time_budget}")
+        for name in ("mask_rate", "drop_rate"):
+            if not 0 < getattr(self, name) < 1:
+                raise ConfigError(f"pretrain.{name} must be in (0, 1), got {getattr(self, name)}")
+        if not self.temperature > 0:
+            raise ConfigError(f"pretrain.temperature must be positive, got {self.temperature}")
+        for name in ("masked_weight", "contrastive_weight"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"pretrain.{name} must be >= 0, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ConfigError(f"pretrain.lr must be positive, got {self.lr}")
+        if not 0 <= self.end_lr <= self.lr:
+            raise ConfigError(f"pretrain.end_lr must be in [0, lr], got {self.end_lr}")
+        if not 0 <= self.warmup_fraction < 1:
+            raise ConfigError(f"pretrain.warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"pretrain.weight_decay must be >= 0, got {self.weight_decay}")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ConfigError(f"pretrain.clip_norm must be positive or null, got {self.clip_norm}")
+        if self.num_workers < 0:
+            raise ConfigError(f"pretrain.num_workers must be >= 0, got {self.num_workers}")
+        if len(self.adam_betas) != 2:
+            raise ConfigError(f"pretrain.adam_betas must have two values, got {self.adam_betas}")
+        _choice("pretrain.batching", self.batching, BATCHINGS)
+        _choice("pretrain.device", self.device, DEVICES)
+        _choice("pretrain.precision", self.precision, PRECISIONS)
+        _choice("pretrain.cpu_malloc", self.cpu_malloc, CPU_MALLOC)
+
+    @property
+    def uses_masked(self) -> bool:
+        return self.objective in ("masked", "both")
+
+    @property
+    def uses_contrastive(self) -> bool:
+        return self.objective in ("contrastive", "both")
+
+
+@dataclass
+class CorpusConfig:
+    """The unlabelled molecules: a named corpus or a file, and how to read and featurize it.
+
+    ``corpus`` is a name of :data:`molsepnorm.pretrain.corpus.CORPORA` (``moses``,
+    ``molhiv``, ``nci``) or the path of a ``.smi`` / ``.csv`` / ``.tsv`` / ``.sdf`` file
+    (optionally gzipped).
+    """
+
+    corpus: Optional[str] = None
+    data_root: Optional[str] = None  # where named corpora are read (default $MOLSEPNORM_DATA)
+    smiles_column: Optional[str] = None  # CSV / TSV: default the first column named like "smiles"
+    vocab: Optional[str] = None  # featurizer vocabulary: "ogb" (any element) | "zinc"; None: model.vocab, else ogb
+    limit: Optional[int] = None  # read only the first N records (each pass)
+    chunk_size: int = 4096  # records featurized together; batches are shuffled within a chunk
+    max_atoms: int = 1000  # larger molecules are left out (logged and counted)
+
+    def validate(self) -> None:
+        from molsepnorm.chem.featurize import VOCABS
+
+        if not self.corpus:
+            raise ConfigError("corpus.corpus is not set: give --corpus NAME or a file of molecules")
+        if self.vocab is not None:
+            _choice("corpus.vocab", self.vocab, VOCABS)
+        for name in ("limit", "chunk_size", "max_atoms"):
+            value = getattr(self, name)
+            if value is None and name == "limit":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"corpus.{name} must be a positive integer, got {value!r}")
+
+
+@dataclass
+class PretrainExperiment:
+    """Model, pretraining and corpus configuration of one pretraining run."""
+
+    model: dict[str, Any] = field(default_factory=dict)
+    pretrain: PretrainOptions = field(default_factory=PretrainOptions)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
+
+    def validate(self) -> None:
+        """Check every section (the model's against GraphormerConfig) before any data is read."""
+        self.pretrain.validate()
+        self.corpus.validate()
+        validate_model_section(self.model)
+        vocab = self.model.get("vocab")
+        if vocab is not None and self.corpus.vocab is not None and vocab != self.corpus.vocab:
+            raise ConfigError(f"model.vocab is {vocab!r} but corpus.vocab is {self.corpus.vocab!r}: give one "
+                              "vocabulary (--vocab)")
+
+    @property
+    def vocab(self) -> str:
+        """The featurizer vocabulary of the run: corpus.vocab, else model.vocab, else ogb."""
+        return str(self.corpus.vocab or self.model.get("vocab") or "ogb")
+
+    def to_dict(self) -> dict[str, Any]:
+        pretrain = dataclasses.asdict(self.pretrain)
+        pretrain["adam_betas"] = [float(b) for b in self.pretrain.adam_betas]
+        pretrain["augment"] = list(self.pretrain.augment)
+        return {"model": dict(self.model), "pretrain": pretrain, "corpus": dataclasses.asdict(self.corpus)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], source: str = "configuration") -> "PretrainExperiment":
+        """Build from ``{"model", "pretrain", "corpus"}``; a training preset's ``train`` / ``data``
+        sections are left out; any other section or unknown key is an error."""
+        unknown = set(raw) - {"model", "pretrain", "corpus", "train", "data"}
+        if unknown:
+            raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}; expected model, pretrain, corpus "
+                              "(or a training preset's model, train, data)")
+        model = raw.get("model") or {}
+        if not isinstance(model, Mapping):
+            raise ConfigError(f"{source}: section 'model' must be a mapping")
+        model = {k: v for k, v in model.items() if k != "num_tasks"}  # the head is not pretrained
+        options = _dataclass_from(PretrainOptions, raw.get("pretrain") or {}, f"{source}: pretrain")
+        options.adam_betas = tuple(float(b) for b in options.adam_betas)  # type: ignore[assignment]
+        if isinstance(options.augment, str):
+            options.augment = [a.strip() for a in options.augment.split(",") if a.strip()]
+        options.augment = list(options.augment)
+        corpus = _dataclass_from(CorpusConfig, raw.get("corpus") or {}, f"{source}: corpus")
+        return cls(model=dict(model), pretrain=options, corpus=corpus)
+
+    def save_yaml(self, path: PathLike) -> None:
+        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+
+
+def load_pretrain_config(path: Optional[PathLike] = None,
+                         overrides: Optional[Mapping[str, Any]] = None) -> PretrainExperiment:
+    """Read a preset (or start from the defaults), apply dotted overrides, validate.
+
+    Args:
+        path: a YAML file with ``model:`` / ``pretrain:`` / ``corpus:`` sections, or a
+            training preset (only its ``model:`` is read), or None.
+        overrides: ``{"pretrain.max_steps": 100, "corpus.corpus": "moses", "model.norm":
+            "share"}``; None values are skipped (flag not given).
+    """
+    raw = read_yaml(path) if path is not None else {}
+    source = str(path) if path is not None else "configuration"
+    merged = PretrainExperiment.from_dict(raw, source=source).to_dict()
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        if section not in merged or not key:
+            raise ConfigError(f"override {dotted!r}: expected model.KEY, pretrain.KEY or corpus.KEY")
+        merged[section][key] = value
+    config = PretrainExperiment.from_dict(merged, source="overrides")
+    config.validate()
+    return config
+
+
+def _dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where} must be a mapping")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(names)}")
+    return cls(**values)
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")

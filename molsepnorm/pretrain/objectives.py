@@ -1,0 +1,184 @@
+"""Self-supervised objectives on a Graphormer encoder: masked atoms and graph-token InfoNCE.
+
+* **Masked-atom prediction** (Hu et al., "Strategies for Pre-training Graph Neural
+  Networks", ICLR 2020, attribute masking): in each molecule ``mask_rate`` of the atoms
+  (at least one) have their atom-feature embedding replaced by a learned mask vector
+  (their degree and every structural encoding stay); a linear head on the final atom
+  states predicts the masked atoms' type (the first atom column) or every atom column,
+  with a cross-entropy loss per column.
+* **Contrastive** (InfoNCE, van den Oord et al. 2018; as in SimCSE, Gao et al. 2021, and
+  GraphCL, You et al. 2020): each molecule of the batch appears in two views, which differ
+  by their random masks (``mask``), atoms left out (``drop_nodes``) and the model's
+  dropout; the graph tokens go through a two-layer projection head, are L2-normalized,
+  and view 1 of molecule i must pick view 2 of molecule i among the batch's view-2
+  embeddings (and the other way round):
+
+      L = 1/2 [CE(Z1 Z2^T / tau, I) + CE(Z2 Z1^T / tau, I)].
+
+* ``both``: ``masked_weight * L_masked + contrastive_weight * L_contrastive``, the masked
+  atoms of both views being predicted.
+
+The two views are one batch of 2B molecules, so every step is one forward pass of the
+encoder (:meth:`Graphormer.encode <molsepnorm.nn.graphormer.Graphormer.encode>`, the
+path every prediction takes) and DDP sees a single forward per backward.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from molsepnorm.data.collate import GraphBatch
+from molsepnorm.nn.graphormer import Graphormer
+from molsepnorm.pretrain.config import PretrainOptions
+
+
+def stack_views(batch: GraphBatch, views: int) -> GraphBatch:
+    """``views`` copies of a batch as one batch of ``views * B`` molecules: copy ``v`` of
+    molecule ``i`` is row ``v * B + i`` (its edge ids shifted into its own copy of ``edge_attr``)."""
+    if views == 1:
+        return batch
+    E = batch.edge_attr.size(0)
+    paths = [torch.where(batch.edge_path >= 0, batch.edge_path + v * E, batch.edge_path) for v in range(views)]
+    return GraphBatch(
+        x=batch.x.repeat(views, 1, 1), node_mask=batch.node_mask.repeat(views, 1),
+        degree=batch.degree.repeat(views, 1), spd=batch.spd.repeat(views, 1, 1),
+        edge_attr=batch.edge_attr.repeat(views, 1), edge_path=torch.cat(paths, 0),
+        num_nodes=batch.num_nodes.repeat(views), y=None,
+        smiles=None if batch.smiles is None else batch.smiles * views,
+    )
+
+
+def choose_atoms(real: Tensor, rate: float, at_least: int, keep: int) -> Tensor:
+    """A random subset of each molecule's real atoms: ``round(rate * n)`` of its ``n``,
+    at least ``at_least``, leaving at least ``keep`` unchosen; real (B, N) bool -> (B, N) bool.
+
+    Drawn from torch's global generator (its state is in ``last.pt``).
+    """
+    n = real.sum(1, keepdim=True)  # (B, 1)
+    k = torch.clamp(torch.round(n.float() * rate).long(), min=at_least)
+    k = torch.minimum(k, (n - keep).clamp(min=0))
+    scores = torch.rand(real.shape, device=real.device).masked_fill(~real, 2.0)  # padding sorts last
+    rank = scores.argsort(1).argsort(1)  # (B, N): 0 = smallest score of the row
+    return (rank < k) & real
+
+
+def info_nce(z1: Tensor, z2: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    """Symmetric InfoNCE of paired embeddings z1, z2 (B, D), L2-normalized here:
+    ``(loss, accuracy)``, accuracy being the fraction of rows whose partner scores highest."""
+    z1, z2 = F.normalize(z1, dim=-1), F.normalize(z2, dim=-1)
+    logits = z1 @ z2.t() / temperature  # (B, B)
+    labels = torch.arange(z1.size(0), device=z1.device)
+    loss = 0.5 * (F.cross_entropy(logits, labels) + F.cross_entropy(logits.t(), labels))
+    accuracy = (logits.argmax(1) == labels).float().mean()
+    return loss, accuracy
+
+
+class PretextModel(nn.Module):
+    """The encoder with the pretext heads of the configured objective.
+
+    ``forward(batch)`` returns ``(loss, parts)``: the scalar training loss and a dict of
+    detached scalars for the log (``masked_loss``, ``masked_acc``, ``masked_atoms``,
+    ``contrastive_loss``, ``contrastive_acc``; those of the objective only).  The
+    encoder's own task head takes no part and is frozen; every other encoder parameter
+    enters the loss (with a zero weight where an objective does not read it), so DDP
+    finds a gradient for each.
+
+    Args:
+        encoder: the Graphormer to pretrain (its weights are what a fine-tuning reads).
+        options: the objective and its settings.
+    """
+
+    def __init__(self, encoder: Graphormer, options: PretrainOptions) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.options = options
+        D = encoder.config.hidden_dim
+        encoder.head.requires_grad_(False)
+        self.views = 2 if options.uses_contrastive else 1
+        self.masks = options.uses_masked or (options.uses_contrastive and "mask" in options.augment)
+        self.drops = options.uses_contrastive and "drop_nodes" in options.augment
+        atom_dims = list(encoder.config.atom_dims or [])
+        self.target_columns = [0] if options.mask_targets == "type" else list(range(len(atom_dims)))
+        self.target_dims = [atom_dims[c] for c in self.target_columns]
+        self.mask_token = nn.Parameter(torch.empty(D)) if self.masks else None
+        self.atom_head = nn.Linear(D, sum(self.target_dims)) if options.uses_masked else None
+        self.projection = (nn.Sequential(nn.Linear(D, D), nn.ReLU(), nn.Linear(D, D))
+                           if options.uses_contrastive else None)
+        self.reset_heads()
+
+    def reset_heads(self) -> None:
+        """N(0, 0.02) weights, zero biases, as the encoder's own initialization."""
+        if self.mask_token is not None:
+            nn.init.normal_(self.mask_token, std=0.02)
+        for module in (self.atom_head, self.projection):
+            if module is None:
+                continue
+            for layer in module.modules():
+                if isinstance(layer, nn.Linear):
+                    nn.init.normal_(layer.weight, std=0.02)
+                    nn.init.zeros_(layer.bias)
+
+    def heads_state_dict(self) -> dict[str, Tensor]:
+        """The pretext heads' weights (not the encoder's): kept in ``last.pt`` for a resume."""
+        return {k: v for k, v in self.state_dict().items() if not k.startswith("encoder.")}
+
+    def forward(self, batch: GraphBatch) -> tuple[Tensor, dict[str, Tensor]]:
+        opt = self.options
+        big = stack_views(batch, self.views)  # (V*B) molecules
+        real = big.node_mask  # (V*B, N)
+        if self.drops:
+            dropped = choose_atoms(real, opt.drop_rate, at_least=0, keep=1)
+            big = replace(big, node_mask=real & ~dropped)
+        visible = big.node_mask
+        features = self.encoder.atom_encoder(big.x)  # (V*B, N, D)
+        masked = None
+        if self.mask_token is not None:
+            masked = choose_atoms(visible, opt.mask_rate, at_least=1, keep=0)
+            features = torch.where(masked.unsqueeze(-1), self.mask_token.to(features.dtype), features)
+        h = self.encoder.encode(big, atom_features=features)  # (V*B, N+1, D)
+        loss = h.float().sum() * 0.0  # every encoder output in the graph (DDP), worth nothing
+        parts: dict[str, Tensor] = {}
+        if self.atom_head is not None and masked is not None:
+            masked_loss, accuracy = self._masked_atoms(h, big, masked)
+            weight = opt.masked_weight if opt.objective == "both" else 1.0
+            loss = loss + weight * masked_loss
+            parts.update(masked_loss=masked_loss.detach(), masked_acc=accuracy,
+                         masked_atoms=masked.sum().detach().float())
+        if self.projection is not None:
+            z = self.projection(h[:, 0].float())  # (2B, D)
+            B = batch.num_graphs
+            contrastive, accuracy = info_nce(z[:B], z[B:], opt.temperature)
+            weight = opt.contrastive_weight if opt.objective == "both" else 1.0
+            loss = loss + weight * contrastive
+            parts.update(contrastive_loss=contrastive.detach(), contrastive_acc=accuracy)
+        return loss, parts
+
+    def _masked_atoms(self, h: Tensor, batch: GraphBatch, masked: Tensor) -> tuple[Tensor, Tensor]:
+        """Cross-entropy of the masked atoms' columns, averaged over columns, and the
+        accuracy on the first column (the atom type)."""
+        assert self.atom_head is not None
+        logits = self.atom_head(h[:, 1:][masked].float())  # (M, sum of the target columns' sizes)
+        targets = batch.x[masked]  # (M, F)
+        losses, accuracy = [], torch.zeros((), device=h.device)
+        for i, (chunk, column) in enumerate(zip(logits.split(self.target_dims, -1), self.target_columns)):
+            target = targets[:, column]
+            losses.append(F.cross_entropy(chunk, target))
+            if i == 0:
+                accuracy = (chunk.argmax(-1) == target).float().mean().detach()
+        return torch.stack(losses).mean(), accuracy
+
+
+def describe(options: PretrainOptions) -> str:
+    """One line naming the objective, for the log."""
+    parts: list[Any] = []
+    if options.uses_masked:
+        parts.append(f"masked atoms ({options.mask_rate:.0%}, predict {options.mask_targets})")
+    if options.uses_contrastive:
+        parts.append(f"InfoNCE on the graph token (tau {options.temperature}, views: {', '.join(options.augment)})")
+    if options.objective == "both":
+        parts = [f"{options.masked_weight} x {parts[0]}", f"{options.contrastive_weight} x {parts[1]}"]
+    return " + ".join(parts)

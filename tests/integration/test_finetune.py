@@ -1,0 +1,162 @@
+"""``molsepnorm train --init``: fine-tuning from a pretrained encoder or a trained model."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from molsepnorm.checkpoint import Checkpoint
+from molsepnorm.errors import MolsepnormError
+from molsepnorm.pretrain import load_pretrain_config, pretrain
+from molsepnorm.train.api import train
+from molsepnorm.train.config import load_experiment_config
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "tiny.yaml"
+
+
+def write_tpsa_csv(path: Path, n: int = 200, binary: bool = False) -> Path:
+    """The first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv``; binary: TPSA > 40."""
+    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
+
+    table, _ = read_tpsa_file(tpsa_file())
+    table = table.iloc[:n].copy()
+    if binary:
+        table["polar"] = (table.pop("tpsa").astype(float) > 40).astype(int)
+    table.to_csv(path, index=False)
+    return path
+
+
+def pretrained(out: Path, vocab: str = "ogb", **model) -> Path:
+    """A 20-step pretraining run of the tiny model on NCI molecules."""
+    overrides = {"corpus.corpus": "nci", "corpus.limit": 400, "corpus.chunk_size": 200, "corpus.vocab": vocab,
+                 "pretrain.max_steps": 20, "pretrain.threads": 1, "pretrain.progress": False,
+                 **{f"model.{k}": v for k, v in model.items()}}
+    pretrain(load_pretrain_config(TINY, overrides), out=out, console=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pre(tmp_path_factory) -> Path:
+    return pretrained(tmp_path_factory.mktemp("pre") / "run")
+
+
+@pytest.fixture(scope="module")
+def tpsa(tmp_path_factory) -> Path:
+    return write_tpsa_csv(tmp_path_factory.mktemp("data") / "tpsa200.csv")
+
+
+def tiny(dataset, **train):
+    overrides = {"data.dataset": str(dataset), "train.progress": False, "train.threads": 1, "train.epochs": 1,
+                 **{f"train.{k}": v for k, v in train.items()}}
+    return load_experiment_config(TINY, overrides)
+
+
+def encoder_items(state: dict) -> dict:
+    return {k: v for k, v in state.items() if not k.startswith("head.")}
+
+
+def test_the_trainer_starts_from_the_encoder_weights_and_a_new_head(pre, tpsa):
+    from molsepnorm.data.registry import load_dataset
+    from molsepnorm.train.loop import Trainer
+
+    init = Checkpoint.load(pre / "last.pt")
+    splits = load_dataset(str(tpsa), progress=False)
+    trainer = Trainer(tiny(tpsa, init=str(pre / "last.pt"), seed=5), splits)  # pretrained with seed 0
+    state = trainer.model.state_dict()
+    for key, value in encoder_items(init.state_dict).items():  # before the first step
+        assert torch.equal(state[key], value), key
+    assert not torch.equal(state["head.weight"], init.state_dict["head.weight"])  # a new head, from seed 5
+    assert trainer.config.model["hidden_dim"] == init.model_config["hidden_dim"]
+
+
+def test_cli_fine_tunes_from_a_pretraining_run(pre, tpsa, tmp_path):
+    from molsepnorm.cli.main import cli
+
+    run = tmp_path / "ft"
+    result = CliRunner().invoke(cli, ["train", "--config", str(TINY), "--dataset", str(tpsa), "--epochs", "2",
+                                      "--init", str(pre / "last.pt"), "--threads", "1", "--no-progress",
+                                      "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    log = (run / "train.log").read_text()
+    assert "init: encoder from" in log and "a new head for regression (tpsa)" in log
+    best = Checkpoint.load(run / "best.pt")
+    assert best.config["train"]["init"] == str(pre / "last.pt")
+    assert best.task.type == "regression" and json.loads((run / "results.json").read_text())["test"]["mae"] > 0
+
+
+def test_freeze_encoder_trains_the_head_only(pre, tpsa, tmp_path):
+    init = Checkpoint.load(pre / "encoder.pt")
+    train(tiny(tpsa, epochs=2), out=tmp_path / "probe", console=False, init=pre / "encoder.pt", freeze_encoder=True)
+    last = Checkpoint.load(tmp_path / "probe" / "last.pt")
+    assert last.training_state["progress"]["step"] > 0
+    for key, value in encoder_items(init.state_dict).items():  # weights and norm statistics
+        assert torch.equal(last.state_dict[key], value), key
+    assert not torch.equal(last.state_dict["head.weight"], init.state_dict["head.weight"])
+    assert "encoder frozen" in (tmp_path / "probe" / "train.log").read_text()
+
+
+def test_continuing_a_fine_tuned_model_keeps_its_head_when_the_targets_match(tpsa, tmp_path):
+    from molsepnorm.data.registry import load_dataset
+    from molsepnorm.train.loop import Trainer
+
+    train(tiny(tpsa), out=tmp_path / "first", console=False)
+    first = Checkpoint.load(tmp_path / "first" / "best.pt")
+    trainer = Trainer(tiny(tpsa, init=str(tmp_path / "first" / "best.pt")), load_dataset(str(tpsa), progress=False))
+    assert torch.equal(trainer.model.state_dict()["head.weight"], first.state_dict["head.weight"])
+    assert trainer.scaler.to_dict() == first.target_scaling.to_dict()
+
+    binary = write_tpsa_csv(tmp_path / "polar.csv", binary=True)  # another task: a new head, with a note
+    train(tiny(binary), out=tmp_path / "other", console=False, init=tmp_path / "first" / "best.pt")
+    assert "a new head for binary (polar)" in (tmp_path / "other" / "train.log").read_text()
+
+
+def test_the_encoder_architecture_overrides_the_config_with_a_warning(tpsa, tmp_path, caplog):
+    pre16 = pretrained(tmp_path / "pre16", hidden_dim=16, ffn_dim=16)
+    result = train(tiny(tpsa), out=tmp_path / "ft", console=False, init=pre16 / "encoder.pt")
+    best = Checkpoint.load(tmp_path / "ft" / "best.pt")
+    assert best.model_config["hidden_dim"] == 16 and result.steps > 0
+    assert "model.hidden_dim is 32 in the configuration but 16 in the init checkpoint" in \
+        (tmp_path / "ft" / "train.log").read_text()
+
+
+def test_vocabulary_mismatch_and_missing_init_are_clear_errors(tpsa, tmp_path):
+    pre_zinc = pretrained(tmp_path / "zinc", vocab="zinc")
+    with pytest.raises(MolsepnormError, match=r"reads the 'zinc' atom vocabulary but nci-tpsa is featurized "
+                                              r"with 'ogb'"):
+        train(tiny("nci-tpsa", max_steps=1), out=tmp_path / "a", console=False, init=pre_zinc / "encoder.pt")
+    # a CSV is featurized in the encoder's vocabulary ...
+    import pandas as pd
+
+    from molsepnorm.chem import featurize_graph
+
+    table = pd.read_csv(tpsa)
+    zinc = tmp_path / "zinc.csv"
+    table[[_in_zinc(featurize_graph, s) for s in table["smiles"]]].to_csv(zinc, index=False)
+    train(tiny(zinc, max_steps=2), out=tmp_path / "b", console=False, init=pre_zinc / "encoder.pt")
+    assert Checkpoint.load(tmp_path / "b" / "best.pt").featurizer.vocab == "zinc"
+    # ... unless --vocab asks for another one
+    config = load_experiment_config(TINY, {"data.dataset": str(zinc), "data.vocab": "ogb", "train.max_steps": 1,
+                                           "train.progress": False, "train.init": str(pre_zinc / "encoder.pt")})
+    with pytest.raises(MolsepnormError, match="--vocab zinc"):
+        train(config, out=tmp_path / "c", console=False)
+
+    from molsepnorm.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["train", "--dataset", str(tpsa), "--init", str(tmp_path / "none.pt"),
+                                      "--epochs", "1", "--out", str(tmp_path / "d")])
+    assert result.exit_code == 1 and f"--init {tmp_path / 'none.pt'}: checkpoint not found" in result.output
+    result = CliRunner().invoke(cli, ["train", "--dataset", str(tpsa), "--init", "no-such-model",
+                                      "--epochs", "1", "--out", str(tmp_path / "e")])
+    assert result.exit_code == 1 and "--init no-such-model" in result.output and "bundled" in result.output
+
+
+def _in_zinc(featurize_graph, smiles: str) -> bool:
+    try:
+        featurize_graph(smiles, "zinc")
+    except Exception:  # noqa: BLE001 - out of the ZINC vocabulary
+        return False
+    return True

@@ -1,0 +1,268 @@
+"""Pretraining end to end on real molecules: CLI and API, every objective, learning, exact resume."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from molsepnorm.checkpoint import Checkpoint, CheckpointError
+from molsepnorm.pretrain import PRETRAINED, load_pretrain_config, pretrain
+from molsepnorm.pretrain import resume as resume_pretraining
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "configs" / "tiny.yaml"
+TIMING = {"seconds", "steps_per_second", "graphs_per_second"}
+RUN_FILES = {"config.yaml", "metrics.jsonl", "metrics.csv", "train.log", "last.pt", "encoder.pt", "results.json"}
+
+
+def config(**overrides):
+    """The tiny model on RDKit's NCI molecules, one thread, no progress bar."""
+    values = {"corpus.corpus": "nci", "corpus.limit": 1000, "corpus.chunk_size": 500, "pretrain.threads": 1,
+              "pretrain.progress": False, "pretrain.log_every": 10, "pretrain.max_steps": 60}
+    values.update(overrides)
+    return load_pretrain_config(TINY, values)
+
+
+def rows(run: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMING}
+            for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_cli_pretrain_writes_a_run_directory_and_an_encoder_checkpoint(tmp_path, monkeypatch):
+    from molsepnorm.cli.main import cli
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "pre"
+    result = CliRunner().invoke(cli, [
+        "pretrain", "--corpus", "nci", "--limit", "600", "--chunk-size", "300", "--config", str(TINY),
+        "--max-steps", "30", "--log-every", "10", "--checkpoint-every", "10", "--threads", "1", "--no-progress",
+        "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    assert "30 steps (max_steps)" in result.output and "encoder.pt" in result.output
+    assert RUN_FILES <= {p.name for p in run.iterdir()} and not list(run.glob("*.tmp"))
+    history = rows(run)
+    assert [r["step"] for r in history] == [10, 20, 30]
+    assert {"loss", "masked_loss", "masked_acc", "contrastive_loss", "contrastive_acc", "lr", "pass",
+            "molecules", "invalid"} <= set(history[0])
+    assert history[-1]["loss"] < history[0]["loss"]
+
+    encoder = Checkpoint.load(run / "encoder.pt")  # the one checkpoint loader
+    assert encoder.task.type == PRETRAINED and encoder.task.target_names == ()
+    assert encoder.training_state is None and encoder.step == 30
+    assert encoder.featurizer.vocab == "ogb" and encoder.model_config["hidden_dim"] == 32
+    assert encoder.data.name == "nci"
+    last = Checkpoint.load(run / "last.pt")
+    assert last.training_state["progress"]["step"] == 30
+    for key, value in encoder.state_dict.items():
+        assert torch.equal(value, last.state_dict[key])
+    results = json.loads((run / "results.json").read_text())
+    assert results["steps"] == 30 and results["stopped"] == "max_steps" and results["invalid"] == 0
+
+    from molsepnorm.predict import Predictor
+
+    predictor = Predictor.load(run / "encoder.pt")
+    embeddings = predictor.embed(["CCO", "c1ccccc1O"])  # a pretrained encoder embeds ...
+    assert embeddings.shape == (2, 32) and np.isfinite(embeddings).all()
+    with pytest.raises(Exception, match="no trained head"):  # ... but predicts nothing
+        predictor.predict(["CCO"])
+
+
+@pytest.mark.parametrize("objective,augment", [
+    ("masked", ["mask"]), ("contrastive", ["mask", "drop_nodes"]), ("contrastive", ["dropout"]), ("both", ["mask"])])
+def test_each_objective_lowers_its_loss(tmp_path, objective, augment):
+    result = pretrain(config(**{"pretrain.objective": objective, "pretrain.augment": augment,
+                                "pretrain.lr": 0.002}), out=tmp_path / "run", console=False)
+    first, last = result.history[0], result.history[-1]
+    assert result.steps == 60 and len(result.history) == 6
+    assert last["loss"] < first["loss"]
+    assert ("masked_loss" in last) == (objective != "contrastive")
+    assert ("contrastive_loss" in last) == (objective != "masked")
+    if objective != "masked":
+        assert last["contrastive_loss"] < first["contrastive_loss"]
+        assert last["contrastive_acc"] > 2 / 64  # a batch holds up to 64 molecules: chance is 1/B
+
+
+def test_masked_atoms_are_predicted_better_than_by_the_atom_frequencies(tmp_path):
+    """After 200 steps the masked-atom loss is below the entropy of the atom types (what the
+    best guess without looking at the molecule scores) and the accuracy above the share of
+    the most frequent type (carbon)."""
+    from molsepnorm.chem import featurize_graph
+    from molsepnorm.pretrain.config import CorpusConfig
+    from molsepnorm.pretrain.corpus import open_corpus
+
+    counts: dict[int, int] = {}
+    for record in open_corpus(CorpusConfig(corpus="nci")).records(3000):
+        try:
+            graph = featurize_graph(record.smiles, "ogb")
+        except Exception:  # noqa: BLE001 - the stream leaves these out too
+            continue
+        for t in graph.x[:, 0].tolist():
+            counts[t] = counts.get(t, 0) + 1
+    p = np.array(list(counts.values()), dtype=float) / sum(counts.values())
+    entropy, majority = float(-(p * np.log(p)).sum()), float(p.max())
+
+    result = pretrain(config(**{
+        "corpus.limit": 3000, "corpus.chunk_size": 1000, "pretrain.objective": "masked", "pretrain.max_steps": 200,
+        "pretrain.log_every": 50, "pretrain.lr": 0.003, "pretrain.batch_size": 32, "pretrain.batching": "random",
+        "model.dropout": 0.0,
+        "model.attention_dropout": 0.0, "model.activation_dropout": 0.0}), out=tmp_path / "run", console=False)
+    last = result.history[-1]  # steps 151-200
+    assert last["masked_loss"] < entropy - 0.05, (last, entropy)
+    assert last["masked_acc"] > majority, (last, majority)
+
+
+def _interrupt_at(monkeypatch, step: int):
+    from molsepnorm.pretrain import loop
+
+    real = loop.PretrainStep.__call__
+
+    def interrupted(self, batch):
+        if self.scheduler.last_epoch == step:  # optimizer steps taken so far
+            raise KeyboardInterrupt("simulated kill")
+        return real(self, batch)
+
+    monkeypatch.setattr(loop.PretrainStep, "__call__", interrupted)
+    return real
+
+
+@pytest.mark.parametrize("objective", ["both", "masked"])
+def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, monkeypatch, objective):
+    """Killed at step 27 (last.pt at step 20, in the middle of a chunk, metrics rows at 10 and 20),
+    resumed: the same metrics rows, the same final weights, bit for bit."""
+    overrides = {"pretrain.objective": objective, "pretrain.max_steps": 40, "pretrain.checkpoint_every_steps": 5,
+                 "corpus.limit": 700, "corpus.chunk_size": 250}
+    full = pretrain(config(**overrides), out=tmp_path / "full", console=False)
+    assert full.history[-1]["pass"] >= 2  # the run crosses passes
+
+    real = _interrupt_at(monkeypatch, 27)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(**overrides), out=tmp_path / "cut", console=False)
+    state = Checkpoint.load(tmp_path / "cut" / "last.pt").training_state["progress"]
+    assert state["step"] == 25 and state["position"]["batches"] > 0
+    monkeypatch.setattr(__import__("molsepnorm.pretrain.loop", fromlist=["x"]).PretrainStep, "__call__", real)
+
+    resumed = resume_pretraining(tmp_path / "cut", console=False)
+    assert resumed.steps == 40
+    assert rows(tmp_path / "cut") == rows(tmp_path / "full")
+    a, b = Checkpoint.load(tmp_path / "full" / "encoder.pt"), Checkpoint.load(tmp_path / "cut" / "encoder.pt")
+    for key, value in a.state_dict.items():
+        assert torch.equal(value, b.state_dict[key]), key
+    assert "resumed" in (tmp_path / "cut" / "train.log").read_text()
+
+
+def _cli(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "molsepnorm.cli.pretrain", *args]
+
+
+def test_sigkill_then_resume_from_the_command_line(tmp_path):
+    """A ``molsepnorm pretrain`` process killed with SIGKILL, resumed with ``--resume``, ends as
+    the same run made in this process without interruption."""
+    args = ["--corpus", "nci", "--limit", "500", "--chunk-size", "200", "--config", str(TINY), "--max-steps", "60",
+            "--log-every", "10", "--checkpoint-every", "4", "--threads", "1", "--no-progress"]
+    pretrain(config(**{"corpus.limit": 500, "corpus.chunk_size": 200, "pretrain.checkpoint_every_steps": 4}),
+             out=tmp_path / "full", console=False)
+
+    run = tmp_path / "killed"
+    proc = subprocess.Popen(_cli([*args, "--out", str(run)]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if Checkpoint.load(run / "last.pt").training_state["progress"]["step"] >= 12:
+                    break
+            except CheckpointError:
+                pass
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read().decode()[-2000:]
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    assert not (run / "encoder.pt").exists()
+    assert Checkpoint.load(run / "last.pt").training_state["progress"]["step"] < 60
+
+    from molsepnorm.cli.main import cli
+
+    resumed = CliRunner().invoke(cli, ["pretrain", "--resume", str(run), "--no-progress"])  # in this process: faster
+    assert resumed.exit_code == 0, resumed.output
+    assert rows(run) == rows(tmp_path / "full")
+    assert json.loads((run / "results.json").read_text())["last"]["loss"] == \
+        json.loads((tmp_path / "full" / "results.json").read_text())["last"]["loss"]
+
+
+def test_file_corpora_and_invalid_molecules(tmp_path):
+    """A CSV with a bad SMILES (named in the log with its line, counted), an SDF, a .smi."""
+    from rdkit import RDConfig
+
+    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
+
+    table, _ = read_tpsa_file(tpsa_file())
+    table = table.iloc[:200].copy()
+    table.loc[3, "smiles"] = "C1CC"
+    table.to_csv(tmp_path / "mols.csv", index=False)
+    run = tmp_path / "csv"
+    result = pretrain(config(**{"corpus.corpus": str(tmp_path / "mols.csv"), "pretrain.max_steps": 8,
+                                "pretrain.log_every": 4, "pretrain.objective": "masked"}), out=run, console=False)
+    assert result.invalid == 1 and result.history[-1]["invalid"] == 1
+    log = (run / "train.log").read_text()
+    assert "mols.csv, line 5 (record 4): 'C1CC'" in log and "unclosed ring" in log.lower()
+
+    sdf = Path(RDConfig.RDDataDir) / "NCI" / "first_200.props.sdf"
+    assert pretrain(config(**{"corpus.corpus": str(sdf), "pretrain.max_steps": 4}), out=tmp_path / "sdf",
+                    console=False).steps == 4
+    (tmp_path / "mols.smi").write_text("".join(f"{s} m{i}\n" for i, s in enumerate(table["smiles"][:100])))
+    assert pretrain(config(**{"corpus.corpus": str(tmp_path / "mols.smi"), "pretrain.max_steps": 4,
+                              "pretrain.objective": "contrastive"}), out=tmp_path / "smi", console=False).steps == 4
+
+
+def test_moses_corpus_with_a_time_budget(tmp_path, data_root):
+    """The first MOSES molecules, stopped by the time budget (warm-up, then a constant rate)."""
+    result = pretrain(config(**{"corpus.corpus": "moses", "corpus.data_root": str(data_root), "corpus.limit": 2000,
+                                "pretrain.max_steps": None, "pretrain.time_budget": 0.05,
+                                "pretrain.warmup_steps": 5}), out=tmp_path / "moses", console=False)
+    assert result.stopped == "time_budget" and result.steps > 5
+    assert 3.0 <= result.seconds < 3.0 + 5.0
+    assert result.history[-1]["lr"] == pytest.approx(5e-4)  # after warm-up: the peak rate
+
+
+def test_cli_refuses_other_settings_on_resume_and_unknown_corpora(tmp_path):
+    from molsepnorm.cli.main import cli
+
+    runner = CliRunner()
+    result = runner.invoke(cli, ["pretrain", "--resume", str(tmp_path), "--lr", "0.1"])
+    assert result.exit_code == 2 and "--lr" in result.output
+    result = runner.invoke(cli, ["pretrain", "--resume", str(tmp_path / "none")])
+    assert result.exit_code == 1 and "does not exist" in result.output
+    result = runner.invoke(cli, ["pretrain", "--corpus", "zinc-clean", "--max-steps", "5", "--out",
+                                 str(tmp_path / "x")])
+    assert result.exit_code == 1 and "no corpus of that name" in result.output
+    result = runner.invoke(cli, ["pretrain", "--corpus", "nci", "--out", str(tmp_path / "y")])
+    assert result.exit_code == 1 and "max_steps or time_budget" in result.output
+
+
+def test_two_cpu_processes_pretrain_with_rank0_io(tmp_path):
+    """``--nproc 2``: torchrun, gloo; each process reads its own chunks; one writer."""
+    run = tmp_path / "ddp"
+    done = subprocess.run(_cli(["--nproc", "2", "--corpus", "nci", "--limit", "1000", "--chunk-size", "250",
+                                "--config", str(TINY), "--max-steps", "20", "--log-every", "10", "--threads", "1",
+                                "--no-progress", "--out", str(run)]), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "--nproc_per_node=2" in done.stderr and done.stdout.count("20 steps (max_steps)") == 1
+    assert (run / "train.log").read_text().count("step 10  loss") == 1
+    assert [r["step"] for r in rows(run)] == [10, 20]
+    state = Checkpoint.load(run / "last.pt").training_state
+    assert state["world_size"] == 2
+    blocks = [p["position"]["block"] for p in state["rank_progress"]]
+    assert blocks[0] % 2 == 0 and blocks[1] % 2 == 1  # process r reads chunks r, r + 2, ...
+    assert rows(run)[-1]["molecules"] == sum(p["molecules"] for p in state["rank_progress"])

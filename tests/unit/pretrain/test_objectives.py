@@ -1,0 +1,99 @@
+"""The pretext objectives on real molecules: masking, views, InfoNCE, gradients."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from molsepnorm.chem import featurize_graph
+from molsepnorm.data.collate import collate_graphs
+from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
+from molsepnorm.pretrain.config import PretrainOptions
+from molsepnorm.pretrain.objectives import PretextModel, choose_atoms, info_nce, stack_views
+
+SMILES = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "CN1C=NC2=C1C(=O)N(C(=O)N2C)C", "[Na+].[Cl-]",
+          "OC(=O)C1=CC=CC=C1OC(C)=O", "C", "FC(F)(F)c1ccccc1"]
+K = 3
+
+
+def batch(vocab: str = "ogb"):
+    return collate_graphs([featurize_graph(s, vocab) for s in SMILES], K)
+
+
+def encoder(vocab: str = "ogb", dropout: float = 0.0) -> Graphormer:
+    torch.manual_seed(0)
+    return Graphormer(GraphormerConfig(vocab=vocab, num_layers=2, hidden_dim=16, ffn_dim=16, num_heads=4,
+                                       multi_hop_max_dist=K, num_spatial=16, dropout=dropout))
+
+
+def test_choose_atoms_takes_the_rate_at_least_one_and_only_real_atoms():
+    b = batch()
+    torch.manual_seed(1)
+    real = b.node_mask
+    chosen = choose_atoms(real, 0.15, at_least=1, keep=0)
+    n = real.sum(1)
+    expected = torch.clamp(torch.round(n.float() * 0.15).long(), min=1)
+    assert torch.equal(chosen.sum(1), expected)
+    assert not (chosen & ~real).any()
+    dropped = choose_atoms(real, 0.5, at_least=0, keep=1)
+    assert ((real & ~dropped).sum(1) >= 1).all()  # a molecule never loses all its atoms ("C" keeps its one)
+    assert dropped[SMILES.index("C")].sum() == 0
+
+
+def test_stacked_views_encode_like_each_copy_alone():
+    b = batch()
+    model = encoder().eval()
+    with torch.no_grad():
+        alone = model.encode(b)
+        both = model.encode(stack_views(b, 2))
+    B = b.num_graphs
+    torch.testing.assert_close(both[:B], alone, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(both[B:], alone, rtol=1e-5, atol=1e-6)
+
+
+def test_info_nce_is_low_for_matching_views_and_log_b_for_constant_ones():
+    torch.manual_seed(0)
+    z = torch.randn(16, 8)
+    loss, accuracy = info_nce(z, z + 0.01 * torch.randn(16, 8), temperature=0.1)
+    assert accuracy == 1.0 and loss < 0.5
+    loss, _ = info_nce(torch.ones(16, 8), torch.ones(16, 8), temperature=0.1)
+    assert math.isclose(float(loss), math.log(16), rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("objective,augment", [("masked", ["mask"]), ("contrastive", ["mask", "drop_nodes"]),
+                                               ("contrastive", ["dropout"]), ("both", ["mask"])])
+def test_every_trainable_parameter_gets_a_gradient_and_the_task_head_none(objective, augment):
+    options = PretrainOptions(objective=objective, augment=augment, max_steps=1, mask_targets="all")
+    model = PretextModel(encoder(dropout=0.1 if augment == ["dropout"] else 0.0), options).train()
+    torch.manual_seed(3)
+    loss, parts = model(batch())
+    loss.backward()
+    assert torch.isfinite(loss)
+    for name, p in model.named_parameters():
+        if name.startswith("encoder.head."):
+            assert not p.requires_grad and p.grad is None
+        else:
+            assert p.grad is not None, name
+    assert ("masked_loss" in parts) == (objective != "contrastive")
+    assert ("contrastive_acc" in parts) == (objective != "masked")
+    assert (model.mask_token is None) == (augment == ["dropout"] and objective == "contrastive")
+
+
+def test_masked_atoms_predict_the_masked_atoms_own_type():
+    """The masked-atom targets are the atoms' first feature column (OGB: atomic number - 1)."""
+    options = PretrainOptions(objective="masked", max_steps=1)
+    model = PretextModel(encoder(), options)
+    b = batch()
+    torch.manual_seed(5)
+    masked = choose_atoms(b.node_mask, 0.15, at_least=1, keep=0)
+    with torch.no_grad():
+        model.atom_head.weight.zero_()
+        model.atom_head.bias.zero_()
+        model.atom_head.bias[5] = 50.0  # always says carbon (atomic number 6)
+        h = model.encoder.encode(b)
+        _, accuracy = model._masked_atoms(h, b, masked)
+    carbons = (b.x[masked][:, 0] == 5).float().mean()
+    assert float(accuracy) == pytest.approx(float(carbons))
+    assert 0 < float(carbons) < 1
+
