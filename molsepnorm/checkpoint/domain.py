@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
-import torch
 from rdkit import Chem, DataStructs, rdBase
 from rdkit.Chem import rdFingerprintGenerator
 
@@ -157,6 +156,8 @@ class FingerprintSample:
                 and np.array_equal(self.offsets, other.offsets) and np.array_equal(self.on_bits, other.on_bits))
 
     def to_payload(self) -> dict[str, Any]:
+        import torch  # here only: predict's featurizing workers check molecules without torch
+
         return {"radius": self.radius, "bits": self.bits, "on_bits": torch.from_numpy(self.on_bits.copy()),
                 "offsets": torch.from_numpy(self.offsets.copy())}
 
