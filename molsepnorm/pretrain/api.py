@@ -17,7 +17,6 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.pretrain.config import PretrainExperiment, load_pretrain_config
 from molsepnorm.pretrain.loop import PretrainResult
 from molsepnorm.train import distributed as ddp
-from molsepnorm.train.api import _on_main
 from molsepnorm.train.config import read_yaml
 from molsepnorm.train.logs import LOGGER_NAME, close_logger, setup_logger
 
@@ -51,7 +50,7 @@ def pretrain(config: PretrainExperiment, out: Optional[PathLike] = None, console
     env = ddp.setup(config.pretrain.device)
     try:
         run_dir = RunDir(out) if out is not None else (RunDir(default_run_dir(config)) if env.is_main else None)
-        _on_main(env, lambda: run_dir.create())
+        ddp.on_main(env, lambda: run_dir.create())
         setup_logger(run_dir if env.is_main else None, env.is_main, console=console)
         trainer = Pretrainer(config, run_dir=run_dir, env=env)
         if env.is_main:

@@ -43,36 +43,8 @@ def load_splits(config: ExperimentConfig, env: ddp.DistEnv) -> Any:
     def load() -> Any:
         return load_dataset(config.data.dataset, root=config.data.data_root, **config.data.options)
 
-    if env.is_main:
-        error = None
-        try:
-            splits = load()
-        except Exception as exc:  # the others must not wait forever at the barrier
-            error = exc
-        ddp.broadcast_object(None if error is None else f"rank 0 could not load the data: {error}", env)
-        if error is not None:
-            raise error
-        return splits
-    message = ddp.broadcast_object(None, env)
-    if message is not None:
-        raise MolsepnormError(message)
-    return load()
-
-
-def _on_main(env: ddp.DistEnv, action: Any) -> Any:
-    """Run ``action()`` on rank 0; if it raises, raise on every rank (no rank left waiting)."""
-    result, error = None, None
-    if env.is_main:
-        try:
-            result = action()
-        except Exception as exc:
-            error = exc
-    message = ddp.broadcast_object(None if error is None else str(error), env)
-    if error is not None:
-        raise error
-    if message is not None:
-        raise MolsepnormError(message)
-    return result
+    splits = ddp.on_main(env, load, what="load the data")  # a failure raises on every rank
+    return splits if env.is_main else load()
 
 
 def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: bool = True,
@@ -107,7 +79,7 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         run_dir = RunDir(out) if out is not None else None
         if env.is_main and run_dir is None:
             run_dir = RunDir(default_run_dir(config))
-        _on_main(env, lambda: run_dir.create())
+        ddp.on_main(env, lambda: run_dir.create())
         setup_logger(run_dir if env.is_main else None, env.is_main, console=console)
         splits = load_splits(config, env)
         trainer = Trainer(config, splits, run_dir=run_dir, env=env)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from molsepnorm.errors import MolsepnormError
 from molsepnorm.inference.device import resolve_device  # noqa: F401  (re-used by setup)
 
 
@@ -119,6 +120,32 @@ def broadcast_object(obj: Any, env: DistEnv, src: int = 0) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
+
+
+def on_main(env: DistEnv, action: Callable[[], Any], what: Optional[str] = None) -> Any:
+    """Run ``action()`` on rank 0 only; if it raises, raise on every rank, so that no rank
+    is left waiting at a later collective.
+
+    Rank 0 re-raises its own exception; the other ranks raise :class:`MolsepnormError` with
+    its message (``"rank 0 could not <what>: <message>"`` when ``what`` is given).  Every
+    rank must call it (it broadcasts).
+
+    Returns:
+        ``action()``'s result on rank 0, None on the others.
+    """
+    result, error = None, None
+    if env.is_main:
+        try:
+            result = action()
+        except Exception as exc:
+            error = exc
+    failure = None if error is None else (str(error) if what is None else f"rank 0 could not {what}: {error}")
+    message = broadcast_object(failure, env)
+    if error is not None:
+        raise error
+    if message is not None:
+        raise MolsepnormError(message)
+    return result
 
 
 def all_reduce_sum(values: list[float], env: DistEnv) -> list[float]:
