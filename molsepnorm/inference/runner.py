@@ -30,12 +30,22 @@ if TYPE_CHECKING:
     from molsepnorm.checkpoint.checkpoint import Checkpoint
     from molsepnorm.data.collate import GraphBatch
 
-__all__ = ["Runner", "RunOutput", "run", "TOKENS_PER_MOLECULE"]
+__all__ = ["Runner", "RunOutput", "check_predicts", "run", "TOKENS_PER_MOLECULE"]
 
 # A batch also stops growing at batch_size * TOKENS_PER_MOLECULE padded tokens (and that
 # many tokens times TOKENS_PER_MOLECULE token pairs), so a batch of 150-atom molecules
 # costs about what a batch of 40-atom ones does.
 TOKENS_PER_MOLECULE = 40
+
+
+def check_predicts(task: str, source: Optional[str] = None) -> None:
+    """Raise :class:`MolsepnormError` when a model of ``task`` cannot predict: a pretrained
+    encoder (task :data:`~molsepnorm.checkpoint.checkpoint.PRETRAINED`) has no trained head.
+    ``source`` (the checkpoint) starts the message when given."""
+    if task == PRETRAINED:
+        raise MolsepnormError(f"{source + ': ' if source else ''}a pretrained encoder has no trained head, so it "
+                              "predicts nothing: fine-tune it with `molsepnorm train --init CKPT` (embeddings work "
+                              "as they are)")
 
 
 class Runner:
@@ -74,9 +84,7 @@ class Runner:
 
     def predictions(self, out: Tensor) -> Tensor:
         """Head outputs (B, T) -> predictions: probabilities (binary) or original units."""
-        if self.task == PRETRAINED:
-            raise MolsepnormError("a pretrained encoder has no trained head, so it predicts nothing: fine-tune it "
-                                  "with `molsepnorm train --init CKPT` (embeddings work as they are)")
+        check_predicts(self.task)
         out = out.float()
         if self.task == "binary":
             return torch.sigmoid(out)

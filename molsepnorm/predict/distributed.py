@@ -296,7 +296,9 @@ def _check_models(paths: list[Path]) -> list[str]:
     predict different things fails before any work is sent; the output columns."""
     from molsepnorm.predict.predictor import Predictor
 
-    return Predictor.load(paths, device="cpu").output_columns()
+    predictor = Predictor.load(paths, device="cpu")
+    predictor.check_predicts()  # a pretrained encoder predicts nothing
+    return predictor.output_columns()
 
 
 def _partitions(records: Iterator[Record], size: int) -> Iterator[list[Record]]:

@@ -117,6 +117,8 @@ class Predictor:
     applicability domains (:attr:`domains`; the ``warning`` column; its cost:
     docs/applicability.md).  A model whose checkpoint carries no domain (written before
     molsepnorm recorded one) is noted once, with a ``UserWarning``, and gives no warnings.
+    A pretrained encoder (``molsepnorm pretrain``'s ``encoder.pt``) embeds but does not
+    predict: :meth:`predict` and :meth:`predict_records` refuse it when called.
 
     A Predictor changes no process-wide state, so threads may share one.  For a large
     stream on a CPU, call :func:`molsepnorm.inference.device.inference_process_settings`
@@ -268,21 +270,28 @@ class Predictor:
             workers: featurize in this many worker processes (0: in this process).
 
         Raises:
+            MolsepnormError: at the call, before any record is read, for a pretrained
+                encoder (no trained head: it embeds, it does not predict).
             InvalidMoleculeError: with ``strict``, at the first bad record (naming
                 ``source`` and the record's line).
         """
-        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms,
-                                                   self.domains):
-            yield self._run_chunk(chunk, featurized, strict, source, embed=False)
+        self.check_predicts()  # here, not in the generator below: at the call, not at the first chunk
+        return self._chunks(records, chunk_size, strict, source, workers, embed=False)
 
     def embed_records(self, records: Iterable[Record], chunk_size: int = DEFAULT_CHUNK_SIZE, strict: bool = False,
                       source: Optional[str] = None, workers: int = 0) -> Iterator[ChunkResult]:
         """Embeddings of ``records`` chunk by chunk (a single model only)."""
         if self.is_ensemble:
             raise MolsepnormError("embeddings come from one model: give a single --model, not an ensemble")
-        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms,
-                                                   self.domains):
-            yield self._run_chunk(chunk, featurized, strict, source, embed=True)
+        return self._chunks(records, chunk_size, strict, source, workers, embed=True)
+
+    def check_predicts(self) -> None:
+        """Raise :class:`MolsepnormError` if these models cannot predict: a pretrained
+        encoder (``molsepnorm pretrain``'s ``encoder.pt``) has no trained head; it embeds
+        (:meth:`embed`) and starts a fine-tuning (``molsepnorm train --init``)."""
+        from molsepnorm.inference.runner import check_predicts
+
+        check_predicts(self.task, self.members[0].source)
 
     def featurize(self, molecule: Any) -> Any:
         """The encoded graph (PyG ``Data``) of one molecule in this model's vocabulary.
@@ -295,6 +304,12 @@ class Predictor:
         return featurize(molecule, self.vocab, encodings=True, max_atoms=self.max_atoms)
 
     # --- internals ---------------------------------------------------------------------------
+    def _chunks(self, records: Iterable[Record], chunk_size: int, strict: bool, source: Optional[str], workers: int,
+                embed: bool) -> Iterator[ChunkResult]:
+        for chunk, featurized in featurized_chunks(records, self.vocab, chunk_size, workers, self.max_atoms,
+                                                   self.domains):
+            yield self._run_chunk(chunk, featurized, strict, source, embed=embed)
+
     def _run_chunk(self, chunk: list[Record], featurized: list[Featurized], strict: bool, source: Optional[str],
                    embed: bool) -> ChunkResult:
         smiles = [f.smiles for f in featurized]
@@ -399,10 +414,15 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
 
 def _domains(members: Sequence[Member]) -> list[Any]:
     """The distinct applicability domains of the members (an ensemble trained on one split
-    has one); a member without one is noted once."""
+    has one); a trained member without one is noted once (a pretrained encoder has none:
+    it was trained on no labelled split)."""
+    from molsepnorm.checkpoint.checkpoint import PRETRAINED
+
     domains: list[Any] = []
     for m in members:
         domain = m.checkpoint.applicability
+        if domain is None and m.task == PRETRAINED:
+            continue
         if domain is None:
             warnings.warn(f"{m.source}: the model carries no applicability data (its checkpoint predates it): "
                           "its predictions get no warning", UserWarning, stacklevel=4)

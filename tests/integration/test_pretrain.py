@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -67,13 +68,23 @@ def test_cli_pretrain_writes_a_run_directory_and_an_encoder_checkpoint(tmp_path,
     results = json.loads((run / "results.json").read_text())
     assert results["steps"] == 30 and results["stopped"] == "max_steps" and results["invalid"] == 0
 
+    from molsepnorm.errors import MolsepnormError
     from molsepnorm.predict import Predictor
 
-    predictor = Predictor.load(run / "encoder.pt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "no applicability data" note: an encoder has no training split
+        predictor = Predictor.load(run / "encoder.pt")
     embeddings = predictor.embed(["CCO", "c1ccccc1O"])  # a pretrained encoder embeds ...
     assert embeddings.shape == (2, 32) and np.isfinite(embeddings).all()
-    with pytest.raises(Exception, match="no trained head"):  # ... but predicts nothing
-        predictor.predict(["CCO"])
+    with pytest.raises(MolsepnormError, match=r"encoder\.pt: a pretrained encoder has no trained head"):
+        predictor.predict(["CCO"])  # ... but predicts nothing
+
+    def untouched():
+        raise AssertionError("a record was read")
+        yield  # a generator, as a file's reader is
+
+    with pytest.raises(MolsepnormError, match="no trained head"):  # refused at the call, before any record
+        predictor.predict_records(untouched())
 
 
 @pytest.mark.parametrize("objective,augment", [
