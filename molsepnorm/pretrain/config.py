@@ -22,8 +22,15 @@ from typing import Any, Mapping, Optional, Union
 
 import yaml
 
-from molsepnorm.inference.device import DEVICES
-from molsepnorm.train.config import BATCHINGS, CPU_MALLOC, PRECISIONS, ConfigError, read_yaml, validate_model_section
+from molsepnorm.train.config import (
+    ConfigError,
+    check_choice,
+    check_optimization,
+    check_positive,
+    dataclass_from,
+    read_yaml,
+    validate_model_section,
+)
 
 PathLike = Union[str, os.PathLike]
 
@@ -84,15 +91,15 @@ class PretrainOptions:
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the first invalid value."""
-        _choice("pretrain.objective", self.objective, OBJECTIVES)
-        _choice("pretrain.mask_targets", self.mask_targets, MASK_TARGETS)
+        check_choice("pretrain.objective", self.objective, OBJECTIVES)
+        check_choice("pretrain.mask_targets", self.mask_targets, MASK_TARGETS)
         if isinstance(self.augment, str):
             self.augment = [a.strip() for a in self.augment.split(",") if a.strip()]
         if not self.augment and self.objective != "masked":
             raise ConfigError(f"pretrain.augment is empty: the contrastive objective needs two views that differ "
                               f"({', '.join(AUGMENTATIONS)})")
         for kind in self.augment:
-            _choice("pretrain.augment", kind, AUGMENTATIONS)
+            check_choice("pretrain.augment", kind, AUGMENTATIONS)
         if self.max_steps is None and self.time_budget is None:
             raise ConfigError("pretrain: give max_steps or time_budget (or both): a corpus is read in passes "
                               "for as long as the budget allows")
@@ -105,8 +112,7 @@ class PretrainOptions:
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                     raise ConfigError(f"pretrain.warmup_steps must be >= 0, got {value!r}")
                 continue
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"pretrain.{name} must be a positive integer, got {value!r}")
+            check_positive(f"pretrain.{name}", value)
         if self.time_budget is not None and not self.time_budget > 0:
             raise ConfigError(f"pretrain.time_budget must be positive (minutes), got {self.time_budget}")
         for name in ("mask_rate", "drop_rate"):
@@ -117,24 +123,7 @@ class PretrainOptions:
         for name in ("masked_weight", "contrastive_weight"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"pretrain.{name} must be >= 0, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ConfigError(f"pretrain.lr must be positive, got {self.lr}")
-        if not 0 <= self.end_lr <= self.lr:
-            raise ConfigError(f"pretrain.end_lr must be in [0, lr], got {self.end_lr}")
-        if not 0 <= self.warmup_fraction < 1:
-            raise ConfigError(f"pretrain.warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
-        if self.weight_decay < 0:
-            raise ConfigError(f"pretrain.weight_decay must be >= 0, got {self.weight_decay}")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ConfigError(f"pretrain.clip_norm must be positive or null, got {self.clip_norm}")
-        if self.num_workers < 0:
-            raise ConfigError(f"pretrain.num_workers must be >= 0, got {self.num_workers}")
-        if len(self.adam_betas) != 2:
-            raise ConfigError(f"pretrain.adam_betas must have two values, got {self.adam_betas}")
-        _choice("pretrain.batching", self.batching, BATCHINGS)
-        _choice("pretrain.device", self.device, DEVICES)
-        _choice("pretrain.precision", self.precision, PRECISIONS)
-        _choice("pretrain.cpu_malloc", self.cpu_malloc, CPU_MALLOC)
+        check_optimization("pretrain", self)
 
     @property
     def uses_masked(self) -> bool:
@@ -168,13 +157,9 @@ class CorpusConfig:
         if not self.corpus:
             raise ConfigError("corpus.corpus is not set: give --corpus NAME or a file of molecules")
         if self.vocab is not None:
-            _choice("corpus.vocab", self.vocab, VOCABS)
+            check_choice("corpus.vocab", self.vocab, VOCABS)
         for name in ("limit", "chunk_size", "max_atoms"):
-            value = getattr(self, name)
-            if value is None and name == "limit":
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(f"corpus.{name} must be a positive integer, got {value!r}")
+            check_positive(f"corpus.{name}", getattr(self, name), allow_none=name == "limit")
 
 
 @dataclass
@@ -218,12 +203,12 @@ class PretrainExperiment:
         if not isinstance(model, Mapping):
             raise ConfigError(f"{source}: section 'model' must be a mapping")
         model = {k: v for k, v in model.items() if k != "num_tasks"}  # the head is not pretrained
-        options = _dataclass_from(PretrainOptions, raw.get("pretrain") or {}, f"{source}: pretrain")
+        options = dataclass_from(PretrainOptions, raw.get("pretrain") or {}, f"{source}: pretrain")
         options.adam_betas = tuple(float(b) for b in options.adam_betas)  # type: ignore[assignment]
         if isinstance(options.augment, str):
             options.augment = [a.strip() for a in options.augment.split(",") if a.strip()]
         options.augment = list(options.augment)
-        corpus = _dataclass_from(CorpusConfig, raw.get("corpus") or {}, f"{source}: corpus")
+        corpus = dataclass_from(CorpusConfig, raw.get("corpus") or {}, f"{source}: corpus")
         return cls(model=dict(model), pretrain=options, corpus=corpus)
 
     def save_yaml(self, path: PathLike) -> None:
@@ -253,18 +238,3 @@ def load_pretrain_config(path: Optional[PathLike] = None,
     config = PretrainExperiment.from_dict(merged, source="overrides")
     config.validate()
     return config
-
-
-def _dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{where} must be a mapping")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(values) - names
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(names)}")
-    return cls(**values)
-
-
-def _choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")

@@ -134,46 +134,29 @@ class TrainConfig:
             raise ConfigError("train: give epochs or max_steps (or both)")
         if self.epochs != "auto":
             try:
-                _positive("train.epochs", self.epochs, allow_none=True)
+                check_positive("train.epochs", self.epochs, allow_none=True)
             except ConfigError:
                 raise ConfigError(f"train.epochs must be a positive integer or 'auto', got {self.epochs!r}") from None
-        _positive("train.max_steps", self.max_steps, allow_none=True)
-        _positive("train.batch_size", self.batch_size)
-        _positive("train.eval_batch_size", self.eval_batch_size, allow_none=True)
-        _positive("train.max_tokens", self.max_tokens, allow_none=True)
+        check_positive("train.max_steps", self.max_steps, allow_none=True)
+        check_positive("train.batch_size", self.batch_size)
+        check_positive("train.eval_batch_size", self.eval_batch_size, allow_none=True)
+        check_positive("train.max_tokens", self.max_tokens, allow_none=True)
         if self.patience not in ("auto", PATIENCE_OFF):
             try:
-                _positive("train.patience", self.patience, allow_none=True)
+                check_positive("train.patience", self.patience, allow_none=True)
             except ConfigError:
                 raise ConfigError(f"train.patience must be a positive integer, 'auto' or 'off', "
                                   f"got {self.patience!r}") from None
-        _positive("train.checkpoint_every_steps", self.checkpoint_every_steps, allow_none=True)
-        _positive("train.threads", self.threads, allow_none=True)
-        _positive("train.max_skipped_batches", self.max_skipped_batches)
-        _choice("train.on_nonfinite", self.on_nonfinite, NONFINITE)
-        _choice("train.cpu_malloc", self.cpu_malloc, CPU_MALLOC)
-        if not self.lr > 0:
-            raise ConfigError(f"train.lr must be positive, got {self.lr}")
-        if not 0 <= self.end_lr <= self.lr:
-            raise ConfigError(f"train.end_lr must be in [0, lr], got {self.end_lr}")
+        check_positive("train.checkpoint_every_steps", self.checkpoint_every_steps, allow_none=True)
+        check_positive("train.threads", self.threads, allow_none=True)
+        check_positive("train.max_skipped_batches", self.max_skipped_batches)
+        check_choice("train.on_nonfinite", self.on_nonfinite, NONFINITE)
         if self.warmup_steps is not None and self.warmup_steps < 0:
             raise ConfigError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
-        if not 0 <= self.warmup_fraction < 1:
-            raise ConfigError(f"train.warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
         if self.ema_decay is not None and not 0 < self.ema_decay < 1:
             raise ConfigError(f"train.ema_decay must be in (0, 1) or null, got {self.ema_decay}")
-        if self.weight_decay < 0:
-            raise ConfigError(f"train.weight_decay must be >= 0, got {self.weight_decay}")
-        if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ConfigError(f"train.clip_norm must be positive or null, got {self.clip_norm}")
-        if self.num_workers < 0:
-            raise ConfigError(f"train.num_workers must be >= 0, got {self.num_workers}")
-        _choice("train.loss", self.loss, LOSSES)
-        _choice("train.batching", self.batching, BATCHINGS)
-        _choice("train.device", self.device, DEVICES)
-        _choice("train.precision", self.precision, PRECISIONS)
-        if len(self.adam_betas) != 2:
-            raise ConfigError(f"train.adam_betas must have two values, got {self.adam_betas}")
+        check_optimization("train", self)
+        check_choice("train.loss", self.loss, LOSSES)
         if self.init is not None and not isinstance(self.init, str):
             raise ConfigError(f"train.init must be a checkpoint path or model name, got {self.init!r}")
         if not isinstance(self.freeze_encoder, bool):
@@ -235,9 +218,9 @@ class ExperimentConfig:
         model = raw.get("model") or {}
         if not isinstance(model, Mapping):
             raise ConfigError(f"{source}: section 'model' must be a mapping")
-        train = _dataclass_from(TrainConfig, raw.get("train") or {}, f"{source}: train")
+        train = dataclass_from(TrainConfig, raw.get("train") or {}, f"{source}: train")
         train.adam_betas = tuple(float(b) for b in train.adam_betas)  # type: ignore[assignment]
-        data = _dataclass_from(DataConfig, raw.get("data") or {}, f"{source}: data")
+        data = dataclass_from(DataConfig, raw.get("data") or {}, f"{source}: data")
         data.options = dict(data.options or {})
         return cls(model=dict(model), train=train, data=data)
 
@@ -336,7 +319,10 @@ def apply_overrides(config: ExperimentConfig, overrides: Mapping[str, Any]) -> E
     return ExperimentConfig.from_dict(raw, source="overrides")
 
 
-def _dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
+def dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
+    """``cls(**values)`` for a config section's dataclass; a section that is not a mapping,
+    or a key ``cls`` has no field for, is a :class:`ConfigError` starting with ``where``
+    (``"configs/x.yaml: train"``) and listing the known keys."""
     if not isinstance(values, Mapping):
         raise ConfigError(f"{where} must be a mapping")
     names = {f.name for f in dataclasses.fields(cls)}
@@ -349,13 +335,46 @@ def _dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def _positive(name: str, value: Optional[int], allow_none: bool = False) -> None:
+def check_positive(name: str, value: Optional[int], allow_none: bool = False) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is an integer > 0 (not a bool), or None
+    with ``allow_none``; ``name`` is the dotted key (``train.batch_size``)."""
     if value is None and allow_none:
         return
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    """Raise :class:`ConfigError` naming the key and the allowed values unless ``value`` is one."""
     if value not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def check_optimization(section: str, options: Any) -> None:
+    """Check the keys ``train:`` and ``pretrain:`` share, which mean the same in both: the
+    optimizer and schedule (``lr``, ``end_lr``, ``warmup_fraction``, ``weight_decay``,
+    ``clip_norm``, ``adam_betas``), ``num_workers``, ``batching``, ``device``,
+    ``precision`` and ``cpu_malloc`` of ``options`` (a :class:`TrainConfig` or
+    :class:`~molsepnorm.pretrain.config.PretrainOptions`).
+
+    Raises:
+        ConfigError: ``<section>.<key> ...`` for the first invalid value.
+    """
+    if not options.lr > 0:
+        raise ConfigError(f"{section}.lr must be positive, got {options.lr}")
+    if not 0 <= options.end_lr <= options.lr:
+        raise ConfigError(f"{section}.end_lr must be in [0, lr], got {options.end_lr}")
+    if not 0 <= options.warmup_fraction < 1:
+        raise ConfigError(f"{section}.warmup_fraction must be in [0, 1), got {options.warmup_fraction}")
+    if options.weight_decay < 0:
+        raise ConfigError(f"{section}.weight_decay must be >= 0, got {options.weight_decay}")
+    if options.clip_norm is not None and not options.clip_norm > 0:
+        raise ConfigError(f"{section}.clip_norm must be positive or null, got {options.clip_norm}")
+    if len(options.adam_betas) != 2:
+        raise ConfigError(f"{section}.adam_betas must have two values, got {options.adam_betas}")
+    if options.num_workers < 0:
+        raise ConfigError(f"{section}.num_workers must be >= 0, got {options.num_workers}")
+    check_choice(f"{section}.batching", options.batching, BATCHINGS)
+    check_choice(f"{section}.device", options.device, DEVICES)
+    check_choice(f"{section}.precision", options.precision, PRECISIONS)
+    check_choice(f"{section}.cpu_malloc", options.cpu_malloc, CPU_MALLOC)
