@@ -6,12 +6,12 @@ preset, the library does the rest.
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any
 
 import click
 
 from molsepnorm.cli.options import NORM, VOCAB, LibraryChoice, device_option
+from molsepnorm.cli.runs import refuse_changes_on_resume, spawn
 
 _OVERRIDES = {
     "corpus": "corpus.corpus",
@@ -38,7 +38,6 @@ _OVERRIDES = {
     "checkpoint_every": "pretrain.checkpoint_every_steps",
     "progress": "pretrain.progress",
 }
-_RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
 
 
 @click.command("pretrain")
@@ -109,7 +108,7 @@ def pretrain(ctx: click.Context, **flags: Any) -> None:
 
     nproc = flags.pop("nproc")
     if nproc is not None and nproc > 1 and "WORLD_SIZE" not in os.environ:
-        ctx.exit(_spawn(nproc, ctx))
+        ctx.exit(spawn(ctx, nproc, module="molsepnorm.cli.pretrain"))
     try:
         result = _resume(ctx, flags) if flags["resume"] is not None else _pretrain(flags)
     except MolsepnormError as err:
@@ -134,23 +133,8 @@ def _pretrain(flags: dict[str, Any]) -> Any:
 def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
     from molsepnorm.pretrain.api import resume
 
-    given = [name for name, value in flags.items()
-             if value is not None and name not in _RESUME_FLAGS
-             and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
-    if given:
-        names = ", ".join("--" + {"config_path": "config"}.get(n, n).replace("_", "-") for n in given)
-        raise click.UsageError(f"--resume continues a run with its own config.yaml; {names} cannot be changed "
-                               "(only --device, --data-root and --progress may be given)")
+    refuse_changes_on_resume(ctx, flags)
     return resume(flags["resume"], device=flags["device"], data_root=flags["data_root"], progress=flags["progress"])
-
-
-def _spawn(nproc: int, ctx: click.Context) -> int:
-    from molsepnorm.cli.train import argv_from_context
-    from molsepnorm.train.distributed import spawn_command
-
-    command = spawn_command(nproc, argv_from_context(ctx, skip=("nproc",)), module="molsepnorm.cli.pretrain")
-    click.echo(f"molsepnorm: {' '.join(command)}", err=True)
-    return subprocess.call(command)
 
 
 if __name__ == "__main__":  # ``python -m molsepnorm.cli.pretrain``: what --nproc runs under torchrun

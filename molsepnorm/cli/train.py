@@ -7,12 +7,12 @@ preset, the library does the rest.  Nothing heavy is imported at module level, s
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any
 
 import click
 
 from molsepnorm.cli.options import NORM, LibraryChoice, dataset_options, device_option
+from molsepnorm.cli.runs import refuse_changes_on_resume, spawn
 
 
 class _Patience(click.ParamType):
@@ -62,7 +62,6 @@ _OVERRIDES = {
 }
 _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias", "id_column")
 # what --resume accepts besides the run directory
-_RESUME_FLAGS = {"resume", "device", "data_root", "progress", "nproc"}
 
 
 @click.command("train")
@@ -131,7 +130,7 @@ def train(ctx: click.Context, **flags: Any) -> None:
 
     nproc = flags.pop("nproc")
     if nproc is not None and nproc > 1 and "WORLD_SIZE" not in os.environ:
-        ctx.exit(_spawn(nproc, ctx))
+        ctx.exit(spawn(ctx, nproc, module="molsepnorm.cli.train"))
     try:
         if flags["resume"] is not None:
             result = _resume(ctx, flags)
@@ -159,50 +158,8 @@ def _train(flags: dict[str, Any]) -> Any:
 def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
     from molsepnorm.train.api import resume
 
-    given = [name for name, value in flags.items()
-             if value is not None and name not in _RESUME_FLAGS
-             and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
-    if given:
-        names = ", ".join("--" + {"config_path": "config", "split_alias": "split"}.get(n, n).replace("_", "-")
-                          for n in given)
-        raise click.UsageError(f"--resume continues a run with its own config.yaml; {names} cannot be changed "
-                               "(only --device, --data-root and --progress may be given)")
+    refuse_changes_on_resume(ctx, flags, renames={"split_alias": "split"})
     return resume(flags["resume"], device=flags["device"], data_root=flags["data_root"], progress=flags["progress"])
-
-
-def _spawn(nproc: int, ctx: click.Context) -> int:
-    """Run this very command on ``nproc`` processes with torchrun; its exit status."""
-    from molsepnorm.train.distributed import spawn_command
-
-    command = spawn_command(nproc, argv_from_context(ctx, skip=("nproc",)))
-    click.echo(f"molsepnorm: {' '.join(command)}", err=True)
-    return subprocess.call(command)
-
-
-def argv_from_context(ctx: click.Context, skip: tuple[str, ...] = ()) -> list[str]:
-    """The options given to this command (not their defaults), as command-line arguments."""
-    argv: list[str] = []
-    for param in ctx.command.params:
-        name = param.name
-        if not isinstance(param, click.Option) or name in skip or name is None:
-            continue
-        if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT:
-            continue
-        value = ctx.params.get(name)
-        if value is None:
-            continue
-        if param.is_flag and param.secondary_opts:
-            argv.append(param.opts[0] if value else param.secondary_opts[0])
-        elif param.is_flag:
-            if value:
-                argv.append(param.opts[0])
-        else:
-            argv.extend([_long_name(param), str(value)])
-    return argv
-
-
-def _long_name(param: click.Option) -> str:
-    return next((o for o in param.opts if o.startswith("--")), param.opts[0])
 
 
 def _print_summary(result: Any) -> None:

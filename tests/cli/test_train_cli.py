@@ -94,7 +94,7 @@ def test_train_errors_are_one_clear_line(tmp_path):
 
 
 def test_nproc_runs_torchrun_with_the_same_flags(monkeypatch):
-    import molsepnorm.cli.train as mod
+    import molsepnorm.cli.runs as mod  # train's and pretrain's --nproc
 
     seen = {}
     monkeypatch.delenv("WORLD_SIZE", raising=False)
@@ -109,6 +109,17 @@ def test_nproc_runs_torchrun_with_the_same_flags(monkeypatch):
     assert "--nproc" not in rest and "--no-progress" in rest
     assert rest[rest.index("--dataset") + 1] == "nci-tpsa" and rest[rest.index("--lr") + 1] == "0.001"
     assert rest[rest.index("--norm") + 1] == "share"
+
+
+def test_resume_refuses_flags_that_would_change_the_run(tmp_path):
+    from molsepnorm.cli.pretrain import pretrain
+
+    result = CliRunner().invoke(train, ["--resume", str(tmp_path), "--lr", "0.1", "--split", "scaffold",
+                                        "--device", "cpu"])
+    assert result.exit_code == 2
+    assert "--lr, --split cannot be changed (only --device, --data-root and --progress may be given)" in result.output
+    result = CliRunner().invoke(pretrain, ["--resume", str(tmp_path), "--config", "x.yaml", "--no-progress"])
+    assert result.exit_code == 2 and "--config cannot be changed" in result.output
 
 
 def test_cli_modules_do_not_import_torch():
