@@ -17,7 +17,7 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.pretrain.config import PretrainExperiment, load_pretrain_config
 from molsepnorm.pretrain.loop import PretrainResult
 from molsepnorm.train import distributed as ddp
-from molsepnorm.train.config import read_yaml
+from molsepnorm.train.api import read_resumable, tidy_interrupted
 from molsepnorm.train.logs import LOGGER_NAME, close_logger, setup_logger
 
 PathLike = Union[str, os.PathLike]
@@ -71,16 +71,8 @@ def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.pretrain.loop import Pretrainer
 
-    rd = RunDir(run_dir)
-    rd.check_resumable()
-    config = PretrainExperiment.from_dict(read_yaml(rd.config), source=str(rd.config))
-    if device is not None:
-        config.pretrain.device = device
-    if data_root is not None:
-        config.corpus.data_root = str(data_root)
-    if progress is not None:
-        config.pretrain.progress = progress
-    config.validate()
+    rd, config = read_resumable(run_dir, PretrainExperiment.from_dict, device, data_root, progress,
+                                sections=("pretrain", "corpus"))
     env = ddp.setup(config.pretrain.device)
     try:
         setup_logger(rd if env.is_main else None, env.is_main, console=console)
@@ -89,9 +81,7 @@ def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[
         trainer = Pretrainer(config, run_dir=rd, env=env)
         trainer.load_training_state(checkpoint)
         if env.is_main:
-            for stale in rd.remove_stale_temporaries():
-                log.info("removed %s, a file torn by the interruption", stale.name)
-            rd.truncate_metrics(trainer.state.step, key="step")
+            tidy_interrupted(rd, trainer.state.step, key="step")
             rows = rd.read_metrics()
             if rows:
                 trainer.last_row = rows[-1]

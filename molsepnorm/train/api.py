@@ -14,7 +14,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -112,16 +112,7 @@ def resume(
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.train.loop import Trainer
 
-    rd = RunDir(run_dir)
-    rd.check_resumable()
-    config = ExperimentConfig.from_dict(read_yaml(rd.config), source=str(rd.config))
-    if device is not None:
-        config.train.device = device
-    if data_root is not None:
-        config.data.data_root = str(data_root)
-    if progress is not None:
-        config.train.progress = progress
-    config.validate()
+    rd, config = read_resumable(run_dir, ExperimentConfig.from_dict, device, data_root, progress)
     env = ddp.setup(config.train.device)
     try:
         setup_logger(rd if env.is_main else None, env.is_main, console=console)
@@ -135,15 +126,53 @@ def resume(
         trainer = Trainer(config, splits, run_dir=rd, env=env)
         trainer.load_training_state(checkpoint)
         if env.is_main:
-            for stale in rd.remove_stale_temporaries():
-                log.info("removed %s, a file torn by the interruption", stale.name)
-            rd.truncate_metrics(trainer.state.epoch)
+            tidy_interrupted(rd, trainer.state.epoch)
             log.info("resumed %s at epoch %d, step %d (batch %d of the epoch)", rd.path, trainer.state.epoch + 1,
                      trainer.state.step, trainer.state.batch_in_epoch)
         return trainer.fit()
     finally:
         close_logger()
         ddp.teardown()
+
+
+def read_resumable(run_dir: PathLike, from_dict: Callable[..., Any], device: Optional[str] = None,
+                   data_root: Optional[PathLike] = None, progress: Optional[bool] = None,
+                   sections: tuple[str, str] = ("train", "data")) -> tuple[RunDir, Any]:
+    """The run directory to resume and its own ``config.yaml``, with only what a resume may
+    change replaced, validated.
+
+    Args:
+        run_dir: the interrupted run (it must hold ``config.yaml`` and ``last.pt``).
+        from_dict: the configuration class's ``from_dict`` (:class:`ExperimentConfig`,
+            :class:`~molsepnorm.pretrain.config.PretrainExperiment`).
+        device, data_root, progress: replace the run's when not None.
+        sections: the configuration's section holding ``device`` and ``progress``, and
+            the one holding ``data_root`` (``("pretrain", "corpus")`` for pretraining).
+
+    Raises:
+        RunDirError: the directory is not a resumable run.
+        ConfigError: its ``config.yaml`` is not valid (with the changes).
+    """
+    rd = RunDir(run_dir)
+    rd.check_resumable()
+    config = from_dict(read_yaml(rd.config), source=str(rd.config))
+    options, data = (getattr(config, name) for name in sections)
+    if device is not None:
+        options.device = device
+    if data_root is not None:
+        data.data_root = str(data_root)
+    if progress is not None:
+        options.progress = progress
+    config.validate()
+    return rd, config
+
+
+def tidy_interrupted(rd: RunDir, position: int, key: str = "epoch") -> None:
+    """On resuming, on rank 0: remove the files the interruption tore (logged) and the
+    metrics rows written after ``last.pt`` (those whose ``key`` is past ``position``)."""
+    for stale in rd.remove_stale_temporaries():
+        log.info("removed %s, a file torn by the interruption", stale.name)
+    rd.truncate_metrics(position, key=key)
 
 
 def _check_same_split(rd: RunDir, splits: Any) -> None:
