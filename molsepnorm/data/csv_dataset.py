@@ -35,11 +35,19 @@ import numpy as np
 import pandas as pd
 
 from molsepnorm.data.cache import file_sha256
-from molsepnorm.data.labelled import MISSING_TOKENS, LabelledRows, check_options, listing, load_rows
+from molsepnorm.data.labelled import (
+    LabelledRows,
+    check_options,
+    data_file,
+    listing,
+    load_rows,
+    parse_split,
+    parse_target,
+)
 from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits
 from molsepnorm.data.splits import DEFAULT_SIZES, column_split
-from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError
+from molsepnorm.errors import DatasetFormatError
 
 
 
@@ -77,14 +85,10 @@ def parse_targets(table: pd.DataFrame, columns: Sequence[str], lines: np.ndarray
     bad: list[str] = []
     for j, column in enumerate(columns):
         for i, cell in enumerate(table[column].tolist()):
-            text = str(cell).strip()
-            if text.lower() in MISSING_TOKENS:
+            value = parse_target(str(cell))
+            if value is None:
                 continue
-            try:
-                value = float(text)
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
+            if math.isnan(value):
                 bad.append(f"row {lines[i]}, column {column!r}: {cell!r}")
                 continue
             out[i, j] = value
@@ -96,14 +100,13 @@ def parse_targets(table: pd.DataFrame, columns: Sequence[str], lines: np.ndarray
 
 def _resolve_split(split: str, table: pd.DataFrame, source: str) -> tuple[str, Optional[str]]:
     """``("random" | "scaffold" | "column", column name or None)``."""
-    text = str(split)
-    if text.lower() in ("random", "scaffold"):
-        return text.lower(), None
-    name = text[len("column:"):] if text.lower().startswith("column:") else text
+    kind, name = parse_split(split)
+    if name is None:
+        return str(kind), None
     columns = [str(c) for c in table.columns]
-    if name in columns or text.lower().startswith("column:"):
+    if kind == "column" or name in columns:
         return "column", find_column(table, name, "split", source)
-    raise DatasetFormatError(f"{source}: split={text!r} is not 'random', 'scaffold', 'column:NAME' or the name "
+    raise DatasetFormatError(f"{source}: split={str(split)!r} is not 'random', 'scaffold', 'column:NAME' or the name "
                              f"of a column; the columns are: {', '.join(repr(c) for c in columns)}")
 
 
@@ -196,10 +199,7 @@ def load_csv(
         DatasetFormatError: a missing column, a non-numeric target, a bad split label,
             invalid SMILES with ``on_invalid="error"``; each names the file and rows.
     """
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DatasetNotFoundError(f"data file {file} does not exist")
-    file = file.resolve()
+    file = data_file(path)
     table = read_table(file, sep)
     label = str(file)
     smiles_col = find_column(table, smiles_column, "SMILES", label)

@@ -19,6 +19,7 @@ molecules.  :func:`load_rows` then, the same for every format:
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import warnings
@@ -35,7 +36,7 @@ from molsepnorm.data.cache import build_once, cache_key, read_marker
 from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits, SkippedRow
 from molsepnorm.data.splits import check_sizes, column_split, murcko_scaffold, random_split, scaffold_split
-from molsepnorm.errors import DatasetFormatError, InvalidMoleculeError
+from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError, InvalidMoleculeError
 
 TASKS = ("regression", "binary")
 _TASK_ALIASES = {"regression": "regression", "binary": "binary", "classification": "binary"}
@@ -70,6 +71,40 @@ def listing(lines: Sequence[str]) -> str:
     shown = "\n".join(f"  {line}" for line in lines[:MAX_LISTED])
     more = len(lines) - MAX_LISTED
     return shown + (f"\n  ... and {more} more" if more > 0 else "")
+
+
+def data_file(path: PathLike) -> Path:
+    """``path`` (``~`` expanded) resolved, or :class:`DatasetNotFoundError` if it is not a file."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise DatasetNotFoundError(f"data file {file} does not exist")
+    return file.resolve()
+
+
+def parse_target(text: str) -> Optional[float]:
+    """One target cell or field: None when missing (stripped, one of :data:`MISSING_TOKENS`),
+    NaN when it is not a finite number, else its value."""
+    text = text.strip()
+    if text.lower() in MISSING_TOKENS:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def parse_split(split: str) -> tuple[Optional[str], Optional[str]]:
+    """A reader's ``split`` option as ``(kind, name)``: ``("random", None)`` and
+    ``("scaffold", None)`` (any case), ``("column", NAME)`` for ``"column:NAME"``, and
+    ``(None, NAME)`` for anything else: a column (field) of split labels if the file has
+    one of that name, which the reader decides."""
+    text = str(split)
+    if text.lower() in ("random", "scaffold"):
+        return text.lower(), None
+    if text.lower().startswith("column:"):
+        return "column", text[len("column:"):]
+    return None, text
 
 
 @dataclass

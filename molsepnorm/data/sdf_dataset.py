@@ -45,18 +45,20 @@ import numpy as np
 from molsepnorm.chem.sdf import molblock_to_mol, sdf_blocks, sdf_data_fields
 from molsepnorm.data.cache import file_sha256
 from molsepnorm.data.labelled import (
-    MISSING_TOKENS,
     LabelledRows,
     MoleculeItem,
     check_options,
+    data_file,
     listing,
     load_rows,
     outside_package_stacklevel,
+    parse_split,
+    parse_target,
 )
 from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits, normalize_split_name
 from molsepnorm.data.splits import DEFAULT_SIZES
-from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError, InvalidMoleculeError
+from molsepnorm.errors import DatasetFormatError, InvalidMoleculeError
 
 
 @dataclass
@@ -168,14 +170,11 @@ def parse_sdf_targets(fields: SdfFields, names: Sequence[str]) -> tuple[np.ndarr
                 notes.append(f"{_place(fields, i)}: no field {name!r}")
                 continue
             text = record[name].strip()
-            if text.lower() in MISSING_TOKENS:
+            value = parse_target(text)
+            if value is None:
                 notes.append(f"{_place(fields, i)}: field {name!r} is {'empty' if not text else repr(text)}")
                 continue
-            try:
-                value = float(text)
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
+            if math.isnan(value):
                 notes.append(f"{_place(fields, i)}: field {name!r} is {text!r}, not a number")
                 continue
             y[i, j] = value
@@ -184,14 +183,12 @@ def parse_sdf_targets(fields: SdfFields, names: Sequence[str]) -> tuple[np.ndarr
 
 def _split_field(split: str, fields: SdfFields, source: str) -> tuple[str, Optional[str]]:
     """``("random" | "scaffold" | "column", field name or None)``."""
-    text = str(split)
-    if text.lower() in ("random", "scaffold"):
-        return text.lower(), None
-    explicit = text.lower().startswith("column:")
-    name = text[len("column:"):] if explicit else text
-    if explicit or name in fields.counts or name.lower() in {f.lower() for f in fields.counts}:
+    kind, name = parse_split(split)
+    if name is None:
+        return str(kind), None
+    if kind == "column" or name in fields.counts or name.lower() in {f.lower() for f in fields.counts}:
         return "column", fields.resolve(name, "split", source)
-    raise DatasetFormatError(f"{source}: split={text!r} is not 'random', 'scaffold', 'column:FIELD' or the name of "
+    raise DatasetFormatError(f"{source}: split={str(split)!r} is not 'random', 'scaffold', 'column:FIELD' or the name of "
                              f"a data field; the records' data fields are: {fields.describe() or '(none)'}")
 
 
@@ -277,10 +274,7 @@ def load_sdf(
             label, invalid records with ``on_invalid="error"``; each names the file and
             the records.
     """
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DatasetNotFoundError(f"data file {file} does not exist")
-    file = file.resolve()
+    file = data_file(path)
     label = str(file)
     if smiles_column is not None:
         raise DatasetFormatError(f"{label}: an SD file holds molecules, not SMILES: smiles_column does not apply "
@@ -290,8 +284,8 @@ def load_sdf(
         [target_columns] if isinstance(target_columns, str) else list(target_columns))
     if target_columns is not None and not requested:
         raise ValueError("target_columns is empty")
-    split_name = str(split)[len("column:"):] if str(split).lower().startswith("column:") else str(split)
-    wanted = [*requested, *([id_column] if id_column else []), split_name]
+    split_name = parse_split(split)[1]
+    wanted = [*requested, *([id_column] if id_column else []), *([split_name] if split_name is not None else [])]
     fields = read_sdf_fields(file, wanted)
     if not requested:
         numeric = [f for f, n in sorted(fields.numeric.items()) if n]
