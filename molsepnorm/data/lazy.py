@@ -18,6 +18,18 @@ from torch.utils.data import Dataset
 from molsepnorm.errors import DatasetFormatError, InvalidMoleculeError
 
 
+def _position(i: Any, n: int) -> int:
+    """Record ``i`` of ``n`` (negative: counted from the end) as a position in ``[0, n)``.
+
+    Raises:
+        IndexError: ``i`` is out of range.
+    """
+    j = int(i) + n if int(i) < 0 else int(i)
+    if not 0 <= j < n:
+        raise IndexError(f"record {i} out of range for {n} SMILES")
+    return j
+
+
 class SmilesColumn(Sequence[str]):
     """An immutable sequence of SMILES stored in one buffer.
 
@@ -72,10 +84,7 @@ class SmilesColumn(Sequence[str]):
     def __getitem__(self, i: Union[int, slice]) -> Union[str, list[str]]:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        j = int(i) + n if int(i) < 0 else int(i)
-        if not 0 <= j < n:
-            raise IndexError(f"record {i} out of range for {n} SMILES")
+        j = _position(i, len(self))
         return self._buffer[self._starts[j]:self._ends[j]].decode("utf-8").strip()
 
     def __iter__(self) -> Iterator[str]:
@@ -108,10 +117,7 @@ class ConcatSmiles(Sequence[str]):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        j = int(i) + n if int(i) < 0 else int(i)
-        if not 0 <= j < n:
-            raise IndexError(f"record {i} out of range for {n} SMILES")
+        j = _position(i, len(self))
         part = int(np.searchsorted(self._offsets, j, side="right")) - 1
         return self.parts[part][j - int(self._offsets[part])]
 
