@@ -27,6 +27,19 @@ except ImportError:  # pragma: no cover
     pass
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """torch on one thread for a module's tests, restored after: with tiny models and
+    batches one thread is as fast, and immune to a busy machine's other jobs.  A folder's
+    conftest makes it autouse (tests/unit/nn, tests/unit/pretrain)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _find_data_root() -> Path | None:
     env = os.environ.get("MOLSEPNORM_DATA")
     if env:

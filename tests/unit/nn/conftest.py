@@ -2,13 +2,8 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small models and tiny tensors: one thread is as fast, and immune to a busy machine's other jobs."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """Every test here on one torch thread (tests/conftest.py)."""
