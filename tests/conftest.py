@@ -40,6 +40,25 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+def _write_tpsa_csv(path: Path, n: int = 300, binary: bool = False) -> Path:
+    """Write the first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv`` to ``path`` as
+    ``smiles,tpsa``; ``binary``: ``smiles,polar`` with polar = TPSA > 40 (0 / 1)."""
+    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
+
+    table, _ = read_tpsa_file(tpsa_file())
+    table = table.iloc[:n].copy()
+    if binary:
+        table["polar"] = (table.pop("tpsa").astype(float) > 40).astype(int)
+    table.to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def write_tpsa_csv():
+    """``write_tpsa_csv(path, n=300, binary=False) -> path``: a small real training CSV."""
+    return _write_tpsa_csv
+
+
 def _find_data_root() -> Path | None:
     env = os.environ.get("MOLSEPNORM_DATA")
     if env:

@@ -15,16 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny.yaml"
 
 
-def write_tpsa_csv(path: Path, n: int = 300) -> Path:
-    """The first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv`` as ``smiles,tpsa``."""
-    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
-
-    table, _ = read_tpsa_file(tpsa_file())
-    table.iloc[:n].to_csv(path, index=False)
-    return path
-
-
-def test_two_cpu_processes_train_with_rank0_io(tmp_path):
+def test_two_cpu_processes_train_with_rank0_io(tmp_path, write_tpsa_csv):
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     run = tmp_path / "ddp"
     # 240 training molecules, batches of 32: 8 batches per epoch, 4 per rank

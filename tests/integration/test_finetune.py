@@ -18,18 +18,6 @@ REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny.yaml"
 
 
-def write_tpsa_csv(path: Path, n: int = 200, binary: bool = False) -> Path:
-    """The first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv``; binary: TPSA > 40."""
-    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
-
-    table, _ = read_tpsa_file(tpsa_file())
-    table = table.iloc[:n].copy()
-    if binary:
-        table["polar"] = (table.pop("tpsa").astype(float) > 40).astype(int)
-    table.to_csv(path, index=False)
-    return path
-
-
 def pretrained(out: Path, vocab: str = "ogb", **model) -> Path:
     """A 20-step pretraining run of the tiny model on NCI molecules."""
     overrides = {"corpus.corpus": "nci", "corpus.limit": 400, "corpus.chunk_size": 200, "corpus.vocab": vocab,
@@ -45,8 +33,8 @@ def pre(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tpsa(tmp_path_factory) -> Path:
-    return write_tpsa_csv(tmp_path_factory.mktemp("data") / "tpsa200.csv")
+def tpsa(tmp_path_factory, write_tpsa_csv) -> Path:
+    return write_tpsa_csv(tmp_path_factory.mktemp("data") / "tpsa200.csv", n=200)
 
 
 def tiny(dataset, **train):
@@ -99,7 +87,7 @@ def test_freeze_encoder_trains_the_head_only(pre, tpsa, tmp_path):
     assert "encoder frozen" in (tmp_path / "probe" / "train.log").read_text()
 
 
-def test_continuing_a_fine_tuned_model_keeps_its_head_when_the_targets_match(tpsa, tmp_path):
+def test_continuing_a_fine_tuned_model_keeps_its_head_when_the_targets_match(tpsa, tmp_path, write_tpsa_csv):
     from molsepnorm.data.registry import load_dataset
     from molsepnorm.train.loop import Trainer
 
@@ -109,7 +97,7 @@ def test_continuing_a_fine_tuned_model_keeps_its_head_when_the_targets_match(tps
     assert torch.equal(trainer.model.state_dict()["head.weight"], first.state_dict["head.weight"])
     assert trainer.scaler.to_dict() == first.target_scaling.to_dict()
 
-    binary = write_tpsa_csv(tmp_path / "polar.csv", binary=True)  # another task: a new head, with a note
+    binary = write_tpsa_csv(tmp_path / "polar.csv", n=200, binary=True)  # another task: a new head, with a note
     train(tiny(binary), out=tmp_path / "other", console=False, init=tmp_path / "first" / "best.pt")
     assert "a new head for binary (polar)" in (tmp_path / "other" / "train.log").read_text()
 

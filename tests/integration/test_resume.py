@@ -23,15 +23,6 @@ TINY = REPO / "configs" / "tiny.yaml"
 TIMING = {"epoch_seconds", "eval_seconds", "graphs_per_second"}
 
 
-def write_tpsa_csv(path: Path, n: int = 300) -> Path:
-    """The first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv`` as ``smiles,tpsa``."""
-    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
-
-    table, _ = read_tpsa_file(tpsa_file())
-    table.iloc[:n].to_csv(path, index=False)
-    return path
-
-
 def train_args(csv: Path, out: Path) -> list[str]:
     # 240 training molecules in batches of 32: 8 steps per epoch, 32 in all; last.pt every 3 steps
     return ["--config", str(TINY), "--dataset", str(csv), "--epochs", "4", "--batch-size", "32", "--seed", "7",
@@ -60,7 +51,7 @@ def last_state(run: Path) -> dict | None:
         return None
 
 
-def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
+def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path, write_tpsa_csv):
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     full, killed = tmp_path / "full", tmp_path / "killed"
     run_ok(train_args(csv, full))
@@ -93,7 +84,7 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path):
 
 
 @pytest.mark.parametrize("batching, ema", [("random", None), ("bucket", None), ("bucket", 0.9)])
-def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, batching, ema):
+def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, batching, ema, write_tpsa_csv):
     """Deterministic mid-epoch interruption (step 7; last.pt at step 6, batch 6 of epoch 1),
     with shuffled batches and with size-bucketed ones (the default), and with a moving
     average of the weights (which last.pt must carry)."""
@@ -199,7 +190,7 @@ def long_args(csv: Path, out: Path, epochs: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory):
+def reference_run(tmp_path_factory, write_tpsa_csv):
     """An uninterrupted 4-epoch run (last.pt written 13 times: step 0, steps 3 and 6 of each epoch, each epoch end)."""
     tmp = tmp_path_factory.mktemp("reference")
     csv = write_tpsa_csv(tmp / "tpsa300.csv")

@@ -20,25 +20,13 @@ RUN_FILES = {"config.yaml", "split.json", "metrics.jsonl", "metrics.csv", "train
              "results.json"}
 
 
-def write_tpsa_csv(path: Path, n: int = 300, binary: bool = False) -> Path:
-    """The first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv``; binary: TPSA > 40."""
-    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
-
-    table, _ = read_tpsa_file(tpsa_file())
-    table = table.iloc[:n].copy()
-    if binary:
-        table["polar"] = (table.pop("tpsa").astype(float) > 40).astype(int)
-    table.to_csv(path, index=False)
-    return path
-
-
 def tiny(dataset, **train_overrides):
     overrides = {"data.dataset": str(dataset), "train.progress": False, "train.threads": 1}
     overrides.update({f"train.{k}": v for k, v in train_overrides.items()})
     return load_experiment_config(TINY, overrides)
 
 
-def test_regression_run_writes_a_complete_run_directory(tmp_path):
+def test_regression_run_writes_a_complete_run_directory(tmp_path, write_tpsa_csv):
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     run = tmp_path / "run"
     result = train(tiny(csv, epochs=2), out=run, console=False)
@@ -64,7 +52,7 @@ def test_regression_run_writes_a_complete_run_directory(tmp_path):
     assert result.val["mae"] == min(r["val_mae"] for r in rows)
 
 
-def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path):
+def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path, write_tpsa_csv):
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     run = tmp_path / "run"
     result = train(tiny(csv, epochs=2), out=run, console=False)
@@ -90,7 +78,7 @@ def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path):
     assert sum(p.numel() for p in model.parameters()) > 0
 
 
-def test_binary_classification_reports_roc_and_pr_auc(tmp_path):
+def test_binary_classification_reports_roc_and_pr_auc(tmp_path, write_tpsa_csv):
     csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
     run = tmp_path / "run"
     result = train(tiny(csv, epochs=1), out=run, console=False)
@@ -103,7 +91,7 @@ def test_binary_classification_reports_roc_and_pr_auc(tmp_path):
     assert "val_rocauc" in rows[0] and "val_prauc" in rows[0]
 
 
-def test_refuses_to_overwrite_a_run(tmp_path):
+def test_refuses_to_overwrite_a_run(tmp_path, write_tpsa_csv):
     from molsepnorm.checkpoint.run_dir import RunDirError
 
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")

@@ -1,4 +1,4 @@
-"""Fixtures of the training tests: a small real CSV (RDKit's NCI molecules with TPSA)."""
+"""Fixtures of the training tests: a small real CSV (RDKit's NCI molecules with TPSA, tests/conftest.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,17 +9,8 @@ REPO = Path(__file__).resolve().parents[3]
 TINY = REPO / "configs" / "tiny.yaml"
 
 
-def write_tpsa_csv(path: Path, n: int = 300) -> Path:
-    """The first ``n`` molecules of RDKit's ``NCI/first_5k.tpsa.csv`` as ``smiles,tpsa``."""
-    from molsepnorm.data.nci import read_tpsa_file, tpsa_file
-
-    table, _ = read_tpsa_file(tpsa_file())
-    table.iloc[:n].to_csv(path, index=False)
-    return path
-
-
 @pytest.fixture
-def tpsa_csv(tmp_path) -> Path:
+def tpsa_csv(tmp_path, write_tpsa_csv) -> Path:
     return write_tpsa_csv(tmp_path / "tpsa300.csv")
 
 
