@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -57,6 +61,33 @@ def _write_tpsa_csv(path: Path, n: int = 300, binary: bool = False) -> Path:
 def write_tpsa_csv():
     """``write_tpsa_csv(path, n=300, binary=False) -> path``: a small real training CSV."""
     return _write_tpsa_csv
+
+
+def _sigkill_when(command: list[str], ready: Callable[[], bool], timeout: float = 240, poll: float = 0.01) -> int:
+    """Start ``command``, SIGKILL it as soon as ``ready()`` is true (or after ``timeout``
+    seconds); fail, with its stderr, if it ends before.  Its exit status (``-SIGKILL``)."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            if ready():
+                break
+            time.sleep(poll)
+        assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read().decode()[-2000:]
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    return proc.returncode
+
+
+@pytest.fixture(scope="session")
+def sigkill_when():
+    """``sigkill_when(command, ready, timeout=240, poll=0.01) -> exit status``: interrupt a
+    run (a subprocess) the moment ``ready()`` says so, as a crash or an OOM kill would."""
+    return _sigkill_when
 
 
 def _find_data_root() -> Path | None:

@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -174,7 +171,7 @@ def _cli(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "molsepnorm.cli.pretrain", *args]
 
 
-def test_sigkill_then_resume_from_the_command_line(tmp_path):
+def test_sigkill_then_resume_from_the_command_line(tmp_path, sigkill_when):
     """A ``molsepnorm pretrain`` process killed with SIGKILL, resumed with ``--resume``, ends as
     the same run made in this process without interruption."""
     args = ["--corpus", "nci", "--limit", "500", "--chunk-size", "200", "--config", str(TINY), "--max-steps", "60",
@@ -183,23 +180,13 @@ def test_sigkill_then_resume_from_the_command_line(tmp_path):
              out=tmp_path / "full", console=False)
 
     run = tmp_path / "killed"
-    proc = subprocess.Popen(_cli([*args, "--out", str(run)]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if Checkpoint.load(run / "last.pt").training_state["progress"]["step"] >= 12:
-                    break
-            except CheckpointError:
-                pass
-            time.sleep(0.02)
-        assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read().decode()[-2000:]
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stderr.close()
+    def past_step_12() -> bool:
+        try:
+            return Checkpoint.load(run / "last.pt").training_state["progress"]["step"] >= 12
+        except CheckpointError:
+            return False
+
+    sigkill_when(_cli([*args, "--out", str(run)]), past_step_12, poll=0.02)
     assert not (run / "encoder.pt").exists()
     assert Checkpoint.load(run / "last.pt").training_state["progress"]["step"] < 60
 

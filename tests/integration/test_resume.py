@@ -51,27 +51,16 @@ def last_state(run: Path) -> dict | None:
         return None
 
 
-def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path, write_tpsa_csv):
+def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path, write_tpsa_csv, sigkill_when):
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     full, killed = tmp_path / "full", tmp_path / "killed"
     run_ok(train_args(csv, full))
 
-    proc = subprocess.Popen(cli(train_args(csv, killed)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            state = last_state(killed)
-            if state is not None and state["step"] >= 5 and state["batch_in_epoch"] > 0:
-                break
-            time.sleep(0.01)
-        assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read().decode()[-2000:]
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+    def mid_epoch() -> bool:
+        state = last_state(killed)
+        return state is not None and state["step"] >= 5 and state["batch_in_epoch"] > 0
+
+    assert sigkill_when(cli(train_args(csv, killed)), mid_epoch) == -signal.SIGKILL
     assert not (killed / "results.json").exists()
     interrupted_at = last_state(killed)
     assert interrupted_at is not None and interrupted_at["step"] < 32
