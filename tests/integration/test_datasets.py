@@ -297,7 +297,7 @@ def test_zinc_missing_or_partial(tmp_path: Path, data_root: Path) -> None:
 def test_unknown_names_and_options(data_root: Path) -> None:
     with pytest.raises(DatasetNotFoundError, match=r"unknown data set 'molhvi'. Did you mean 'molhiv'"):
         load_dataset("molhvi", root=data_root)
-    with pytest.raises(DatasetNotFoundError, match=r"Known data sets: molhiv, nci-tpsa, zinc, zinc-subset"):
+    with pytest.raises(DatasetNotFoundError, match=r"Known data sets: molhiv, moses, nci-tpsa, zinc, zinc-subset"):
         load_dataset("qm9", root=data_root)
     with pytest.raises(TypeError, match=r"'zinc-subset' does not take option\(s\) seed; it accepts: download, prog"):
         load_dataset("zinc-subset", root=data_root, seed=1)
