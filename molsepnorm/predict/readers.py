@@ -266,25 +266,23 @@ class RecordReader:
 
     # --- .sdf -----------------------------------------------------------------------------
     def _sdf_records(self) -> Iterator[Record]:
-        from molsepnorm.chem.sdf import sdf_blocks
+        from molsepnorm.chem import sdf  # once per file, not per record
 
-        for block in sdf_blocks(self._stream):
-            yield self._sdf_record(block)
+        for block in sdf.sdf_blocks(self._stream):
+            yield self._sdf_record(block, sdf)
 
-    def _sdf_record(self, block: SdfBlock) -> Record:
+    def _sdf_record(self, block: SdfBlock, sdf: Any) -> Record:
         index, start = block.index, block.line
         if block.error is not None:
             return Record(index, start, index, "", error=block.error)
-        from molsepnorm.chem.sdf import molblock_to_mol, sdf_data_fields
-
-        fields = sdf_data_fields(block.text)
+        fields = sdf.sdf_data_fields(block.text)
         ident: Union[str, int] = block.title or index
         if self.id_column is not None:
             if self.id_column not in fields:
                 return Record(index, start, ident, "", error=f"the SDF record has no data field "
                                                              f"{self.id_column!r} for its id")
             ident = fields[self.id_column].strip() or index
-        mol = molblock_to_mol(block.text)
+        mol = sdf.molblock_to_mol(block.text)
         if isinstance(mol, str):
             return Record(index, start, ident, "", error=mol)
         return Record(index, start, ident, "", mol=mol)

@@ -41,7 +41,7 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.config import ExperimentConfig
+from molsepnorm.train.config import ExperimentConfig, resolve_patience
 from molsepnorm.train.ema import WeightEMA
 from molsepnorm.train.init import encoder_eval, freeze_encoder, init_config, init_scaler, load_init, load_init_weights
 from molsepnorm.train.logs import LOGGER_NAME
@@ -168,8 +168,6 @@ class Trainer:
         if self.steps_per_epoch == 0:
             raise MolsepnormError(f"data set {splits.name!r} has no training molecules")
         self.max_epochs, self.total_steps = self._budget()
-        from molsepnorm.train.config import resolve_patience
-
         self.patience = resolve_patience(tc.patience, self.max_epochs)  # None: no early stopping
         # fused: one kernel for all parameters instead of ~10 small operations per tensor, which
         # counts when steps are small (docs/benchmarks.md, "Figures behind design choices")
