@@ -25,6 +25,7 @@ _OVERRIDES = {
     "objective": "pretrain.objective",
     "mask_rate": "pretrain.mask_rate",
     "mask_targets": "pretrain.mask_targets",
+    "atom_loss": "pretrain.atom_loss",
     "temperature": "pretrain.temperature",
     "max_steps": "pretrain.max_steps",
     "time_budget": "pretrain.time_budget",
@@ -58,12 +59,15 @@ _OVERRIDES = {
 @click.option("--cls-norm", type=LibraryChoice("molsepnorm.nn.norm:NORM_KINDS"), default=None,
               help="SepNorm's graph-token norm (default layer; batch: the paper's).")
 @click.option("--objective", type=LibraryChoice("molsepnorm.pretrain.config:OBJECTIVES"), default=None,
-              help="masked: predict masked atoms (Hu et al. 2020); contrastive: InfoNCE between two views of the "
-                   "graph token (SimCSE / GraphCL); both (default): their sum.")
+              help="masked (default): predict masked atoms (Hu et al. 2020); contrastive: InfoNCE between two views "
+                   "of the graph token (SimCSE / GraphCL); both: their sum.")
 @click.option("--mask-rate", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Fraction of each molecule's atoms masked (default 0.15).")
 @click.option("--mask-targets", type=LibraryChoice("molsepnorm.pretrain.config:MASK_TARGETS"), default=None,
-              help="What a masked atom's head predicts: its type (default) or all its feature columns.")
+              help="What a masked atom's head predicts: all its feature columns (default) or its type only.")
+@click.option("--atom-loss", type=LibraryChoice("molsepnorm.pretrain.config:ATOM_LOSSES"), default=None,
+              help="Atoms the atom head is scored on: all (default: the visible ones reconstructed too, so the final "
+                   "atom states keep their own chemistry) or masked (Hu et al. 2020).")
 @click.option("--augment", default=None, metavar="KINDS",
               help="Comma-separated differences between the two contrastive views: mask (default), drop_nodes, "
                    "dropout (the model's dropout only, SimCSE).")

@@ -48,7 +48,7 @@ from molsepnorm.train.step import NonFiniteLossError, TrainStep
 log = logging.getLogger(LOGGER_NAME)
 
 #: The metrics a row of metrics.jsonl averages over its steps (those of the objective).
-PARTS = ("loss", "masked_loss", "masked_acc", "contrastive_loss", "contrastive_acc")
+PARTS = ("loss", "masked_loss", "masked_acc", "visible_loss", "visible_acc", "contrastive_loss", "contrastive_acc")
 MAX_INVALID_LOGGED = 20  # invalid molecules named in the log one by one; the rest are counted
 
 

@@ -5,7 +5,10 @@
   (at least one) have their atom-feature embedding replaced by a learned mask vector
   (their degree and every structural encoding stay); a linear head on the final atom
   states predicts the masked atoms' type (the first atom column) or every atom column,
-  with a cross-entropy loss per column.
+  with a cross-entropy loss per column.  With ``atom_loss="all"`` the visible atoms are
+  predicted too (reconstructed), their loss averaged with the masked atoms': without it
+  the final states of visible atoms need not keep their own chemistry, and a readout of
+  the atom states (``cls+sum``) fine-tunes from a worse start than from random weights.
 * **Contrastive** (InfoNCE, van den Oord et al. 2018; as in SimCSE, Gao et al. 2021, and
   GraphCL, You et al. 2020): each molecule of the batch appears in two views, which differ
   by their random masks (``mask``), atoms left out (``drop_nodes``) and the model's
@@ -148,6 +151,10 @@ class PretextModel(nn.Module):
             loss = loss + weight * masked_loss
             parts.update(masked_loss=masked_loss.detach(), masked_acc=accuracy,
                          masked_atoms=masked.sum().detach().float())
+            if opt.atom_loss == "all":
+                visible_loss, visible_accuracy = self._masked_atoms(h, big, visible & ~masked)
+                loss = loss + weight * visible_loss
+                parts.update(visible_loss=visible_loss.detach(), visible_acc=visible_accuracy)
         if self.projection is not None:
             z = self.projection(h[:, 0].float())  # (2B, D)
             B = batch.num_graphs
@@ -158,8 +165,8 @@ class PretextModel(nn.Module):
         return loss, parts
 
     def _masked_atoms(self, h: Tensor, batch: GraphBatch, masked: Tensor) -> tuple[Tensor, Tensor]:
-        """Cross-entropy of the masked atoms' columns, averaged over columns, and the
-        accuracy on the first column (the atom type)."""
+        """Cross-entropy of the chosen atoms' columns (``masked``: (B, N) bool), averaged over
+        columns, and the accuracy on the first column (the atom type)."""
         assert self.atom_head is not None
         logits = self.atom_head(h[:, 1:][masked].float())  # (M, sum of the target columns' sizes)
         targets = batch.x[masked]  # (M, F)
@@ -176,7 +183,8 @@ def describe(options: PretrainOptions) -> str:
     """One line naming the objective, for the log."""
     parts: list[Any] = []
     if options.uses_masked:
-        parts.append(f"masked atoms ({options.mask_rate:.0%}, predict {options.mask_targets})")
+        scored = " of every atom" if options.atom_loss == "all" else ""
+        parts.append(f"masked atoms ({options.mask_rate:.0%}, predict {options.mask_targets}{scored})")
     if options.uses_contrastive:
         parts.append(f"InfoNCE on the graph token (tau {options.temperature}, views: {', '.join(options.augment)})")
     if options.objective == "both":

@@ -97,3 +97,20 @@ def test_masked_atoms_predict_the_masked_atoms_own_type():
     assert float(accuracy) == pytest.approx(float(carbons))
     assert 0 < float(carbons) < 1
 
+
+
+def test_atom_loss_all_scores_the_visible_atoms_too():
+    """``atom_loss="all"`` adds the visible atoms' reconstruction loss; ``masked`` does not
+    compute it, and the masked part is the same draw either way."""
+    b = batch()
+    losses = {}
+    for atom_loss in ("masked", "all"):
+        model = PretextModel(encoder(), PretrainOptions(objective="masked", max_steps=1, atom_loss=atom_loss))
+        torch.manual_seed(7)
+        loss, parts = model(b)
+        losses[atom_loss] = (float(loss), parts)
+    masked_only, with_visible = losses["masked"], losses["all"]
+    assert "visible_loss" not in masked_only[1]
+    assert with_visible[1]["masked_loss"] == pytest.approx(float(masked_only[1]["masked_loss"]))
+    assert with_visible[0] == pytest.approx(masked_only[0] + float(with_visible[1]["visible_loss"]), rel=1e-5)
+    assert float(with_visible[1]["visible_loss"]) > 0
