@@ -2,14 +2,14 @@
 
 The pretraining issue's goal: with only a fraction of a data set's training molecules
 labelled, ``molsepnorm train --init <encoder>`` should reach a clearly lower test error
-than ``molsepnorm train`` from scratch with the same defaults.  This script writes one
-table per data set: nci-tpsa's seeded random split (validation and test as they are), its
-training split reduced to a random ``--fraction`` (seed 0), as a CSV with a ``split``
-column; then trains both ways on it with the library's defaults, for each seed, and
-writes the test metrics and the ratio of the means as JSON.
+than ``molsepnorm train`` from scratch with the same defaults.  For each seed this trains
+both ways on the data set with its training split reduced to a random ``--fraction``
+(``data.train_fraction``: seed 0, the same molecules for every run; validation and test
+as they are), with the library's defaults, and writes the test metrics and the ratio of
+the means as JSON.
 
-    python scripts/finetune_gain.py --encoder runs/pretrain-moses/encoder.pt --seeds 0 1 2 \\
-        --out docs/pretraining/finetune-nci-tpsa-10pct.json
+    python scripts/finetune_gain.py --dataset nci-tpsa --encoder runs/pretrain-moses/encoder.pt \\
+        --seeds 0 1 2 --out docs/pretraining/finetune-nci-tpsa-10pct.json
 """
 from __future__ import annotations
 
@@ -21,41 +21,16 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 
-def write_table(fraction: float, work: Path) -> tuple[Path, dict[str, int]]:
-    """nci-tpsa with ``fraction`` of its training split kept, as ``smiles,tpsa,split``."""
-    import pandas as pd
-
-    from molsepnorm.data import load_dataset
-
-    splits = load_dataset("nci-tpsa")
-    rng = np.random.default_rng(0)
-    smiles, tpsa, labels = [], [], []
-    for split in ("train", "val", "test"):
-        indices = np.asarray(splits.split_indices[split])  # into the full data set, like splits.smiles
-        positions = np.arange(len(indices))
-        if split == "train":
-            positions = np.sort(rng.choice(positions, max(1, round(fraction * len(positions))), replace=False))
-        for position in positions:
-            smiles.append(splits.smiles[int(indices[position])])
-            tpsa.append(round(float(splits[split][int(position)].y.view(-1)[0]), 4))  # float32 in the graphs
-            labels.append(split)
-    table = pd.DataFrame({"smiles": smiles, "tpsa": tpsa, "split": labels})
-    work.mkdir(parents=True, exist_ok=True)
-    path = work / f"nci-tpsa-{round(100 * fraction)}pct.csv"
-    table.to_csv(path, index=False)
-    return path, {k: int(v) for k, v in table["split"].value_counts().items()}
-
-
-def run(csv: Path, seed: int, out: Path, init: str | None, threads: int) -> dict:
+def run(dataset: str, fraction: float, seed: int, out: Path, init: str | None, threads: int,
+        overrides: dict) -> dict:
     from molsepnorm.train import train
     from molsepnorm.train.config import load_experiment_config
 
     config = load_experiment_config(None, {
-        "data.dataset": str(csv), "data.smiles_column": "smiles", "data.target_columns": ["tpsa"],
-        "data.split": "column:split", "train.seed": seed, "train.progress": False, "train.threads": threads})
+        "data.dataset": dataset, "data.train_fraction": fraction, "train.seed": seed, "train.progress": False,
+        "train.threads": threads, **overrides})
     start = time.perf_counter()
     result = train(config, out=out, console=False, init=init)
     return {"seed": seed, "init": init, "test": result.test, "val": result.val, "best_epoch": result.best_epoch,
@@ -64,6 +39,9 @@ def run(csv: Path, seed: int, out: Path, init: str | None, threads: int) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="nci-tpsa", help="a named data set or a CSV / SDF file")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config overrides of both arms, e.g. train.epochs=100 (YAML values)")
     parser.add_argument("--encoder", required=True, help="the pretrained encoder checkpoint (or a bundled name)")
     parser.add_argument("--fraction", type=float, default=0.1, help="share of the training split labelled")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -72,13 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="JSON file to write")
     args = parser.parse_args(argv)
 
+    import yaml
+
     work = Path(args.work)
-    csv, sizes = write_table(args.fraction, work)
+    overrides = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
     rows = []
     for seed in args.seeds:
         for init in (None, args.encoder):
             tag = "init" if init else "scratch"
-            row = run(csv, seed, work / f"{tag}-seed{seed}", init, args.threads)
+            row = run(args.dataset, args.fraction, seed, work / f"{tag}-seed{seed}", init, args.threads, overrides)
             rows.append(row)
             print(f"seed {seed} {tag:8s} test MAE {row['test']['mae']:.3f}  ({row['seconds']:.0f} s, "
                   f"best epoch {row['best_epoch']} of {row['epochs']})", flush=True)
@@ -92,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
           f"ratio {summary['ratio_init_over_scratch']:.3f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "data": str(csv), "sizes": sizes,
-        "fraction": args.fraction, "encoder": args.encoder, "threads": args.threads, "machine": platform.platform(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]), "dataset": args.dataset,
+        "fraction": args.fraction, "overrides": overrides, "encoder": args.encoder, "threads": args.threads, "machine": platform.platform(),
         "summary": summary, "runs": rows}, indent=1))
     return 0
 

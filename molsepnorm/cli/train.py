@@ -59,6 +59,7 @@ _OVERRIDES = {
     "on_nonfinite": "train.on_nonfinite",
     "init": "train.init",
     "freeze_encoder": "train.freeze_encoder",
+    "train_fraction": "data.train_fraction",
 }
 _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias", "id_column")
 # what --resume accepts besides the run directory
@@ -104,6 +105,9 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               help="Fine-tune: start from this checkpoint's encoder (molsepnorm pretrain's encoder.pt or last.pt, a "
                    "best.pt, a bundled model name); its architecture replaces the config's, the head is new unless "
                    "the task and targets match.")
+@click.option("--train-fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
+              metavar="F", help="Train on a random fraction F of the training split (seed 0; validation and test as "
+                                "they are): few labels, learning curves.")
 @click.option("--freeze-encoder/--no-freeze-encoder", default=None,
               help="Train the head only (a linear probe): the encoder's weights stay as they are.")
 @click.option("--num-workers", type=click.IntRange(min=0), default=None, help="DataLoader worker processes.")

@@ -118,6 +118,29 @@ class DatasetSplits:
             raise KeyError(f"unknown split {split!r}; use one of {', '.join(SPLIT_NAMES)}")
         return getattr(self, key)
 
+    def with_train_fraction(self, fraction: float, seed: int = 0) -> "DatasetSplits":
+        """A copy whose training split keeps a random ``fraction`` of its molecules (at least
+        one), drawn with ``seed``, in their original order; validation and test are
+        untouched.  The few-labels setting of semi-supervised learning and fine-tuning:
+        the others are left out of training, not deleted (``info["train_fraction"]``).
+
+        Raises:
+            ValueError: ``fraction`` is not in (0, 1].
+        """
+        import dataclasses
+
+        if not 0 < fraction <= 1:
+            raise ValueError(f"train_fraction must be in (0, 1], got {fraction}")
+        if fraction == 1:
+            return self
+        n = len(self.train)
+        keep = np.sort(np.random.default_rng(seed).choice(n, max(1, round(fraction * n)), replace=False))
+        indices = dict(self.split_indices)
+        indices["train"] = np.asarray(self.split_indices["train"])[keep]
+        info = {**self.info, "train_fraction": {"fraction": fraction, "seed": seed, "kept": int(len(keep)),
+                                                "of": int(n)}}
+        return dataclasses.replace(self, train=self.train[keep.tolist()], split_indices=indices, info=info)
+
     @property
     def num_tasks(self) -> int:
         """Number of targets (columns of ``y``)."""

@@ -41,7 +41,8 @@ def load_splits(config: ExperimentConfig, env: ddp.DistEnv) -> Any:
     from molsepnorm.data.registry import load_dataset
 
     def load() -> Any:
-        return load_dataset(config.data.dataset, root=config.data.data_root, **config.data.options)
+        splits = load_dataset(config.data.dataset, root=config.data.data_root, **config.data.options)
+        return splits.with_train_fraction(float(config.data.train_fraction))
 
     splits = ddp.on_main(env, load, what="load the data")  # a failure raises on every rank
     return splits if env.is_main else load()

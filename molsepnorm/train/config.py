@@ -176,11 +176,17 @@ class DataConfig:
     dataset: Optional[str] = None
     data_root: Optional[str] = None
     options: dict[str, Any] = field(default_factory=dict)
+    # train on a random fraction of the training split only (seed 0; validation and test as
+    # they are): learning curves, and fine-tuning with few labels (docs/pretraining.md)
+    train_fraction: float = 1.0
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` if no data set is named."""
         if not self.dataset:
             raise ConfigError("data.dataset is not set: give --dataset NAME or a CSV path")
+        if isinstance(self.train_fraction, bool) or not isinstance(self.train_fraction, (int, float)) \
+                or not 0 < self.train_fraction <= 1:
+            raise ConfigError(f"data.train_fraction must be in (0, 1], got {self.train_fraction!r}")
         if not isinstance(self.options, dict):
             raise ConfigError(f"data.options must be a mapping, got {type(self.options).__name__}")
 

@@ -329,6 +329,26 @@ def test_nci_tpsa() -> None:
     assert not np.array_equal(other.split_indices["test"], splits.split_indices["test"])
 
 
+def test_train_fraction_keeps_a_seeded_subset_of_train_only(data_root: Path) -> None:
+    with pytest.warns(UserWarning):
+        splits = load_dataset("nci-tpsa", progress=False)
+    few = splits.with_train_fraction(0.1)
+    assert len(few.train) == 399 and few.info["train_fraction"] == {"fraction": 0.1, "seed": 0, "kept": 399,
+                                                                    "of": 3_993}
+    assert few.val is splits.val and few.test is splits.test
+    kept = few.split_indices["train"]
+    assert set(kept) <= set(splits.split_indices["train"]) and list(kept) == sorted(kept, key=list(
+        splits.split_indices["train"]).index)  # the original order
+    position = list(splits.split_indices["train"]).index(kept[5])
+    assert torch.equal(few.train[5].y, splits.train[position].y) and few.train[5].smiles == splits.train[position].smiles
+    assert np.array_equal(splits.with_train_fraction(0.1).split_indices["train"], kept)  # seeded
+    assert not np.array_equal(splits.with_train_fraction(0.1, seed=1).split_indices["train"], kept)
+    assert splits.with_train_fraction(1.0) is splits
+    assert len(splits.with_train_fraction(1e-6).train) == 1
+    with pytest.raises(ValueError, match="train_fraction must be in"):
+        splits.with_train_fraction(0)
+
+
 # --------------------------------------------------------------------------- cache safety
 
 

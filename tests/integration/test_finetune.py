@@ -67,8 +67,11 @@ def test_cli_fine_tunes_from_a_pretraining_run(pre, tpsa, tmp_path):
     run = tmp_path / "ft"
     result = CliRunner().invoke(cli, ["train", "--config", str(TINY), "--dataset", str(tpsa), "--epochs", "2",
                                       "--init", str(pre / "last.pt"), "--threads", "1", "--no-progress",
-                                      "--out", str(run)])
+                                      "--train-fraction", "0.5", "--out", str(run)])
     assert result.exit_code == 0, result.output
+    split = json.loads((run / "split.json").read_text())  # half of the 160 training molecules; val, test whole
+    assert split["sizes"] == {"train": 80, "val": 20, "test": 20}
+    assert split["info"]["train_fraction"] == {"fraction": 0.5, "seed": 0, "kept": 80, "of": 160}
     log = (run / "train.log").read_text()
     assert "init: encoder from" in log and "a new head for regression (tpsa)" in log
     best = Checkpoint.load(run / "best.pt")

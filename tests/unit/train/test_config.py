@@ -80,6 +80,8 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"patience": "soon"}, "data": {"dataset": "d"}}, "train.patience must be a positive integer, 'auto'"),
     ({"train": {"patience": 0}, "data": {"dataset": "d"}}, "train.patience"),
     ({}, "data.dataset"),
+    ({"data": {"dataset": "d", "train_fraction": 0}}, "data.train_fraction must be in"),
+    ({"data": {"dataset": "d", "train_fraction": 1.5}}, "data.train_fraction must be in"),
 ])
 def test_invalid_configs_are_named(raw, fragment):
     with pytest.raises(ConfigError, match=fragment.replace(".", r"\.")):
