@@ -1,0 +1,86 @@
+"""Linear probe of frozen encoders: how much of a property their head's input already holds.
+
+For each checkpoint (a pretrained ``encoder.pt``, a trained model, or ``random``: the same
+architecture with fresh weights, seed 0), the vector the task head reads (``cls+sum``:
+the graph token and the scaled sum of the atom states, after the final norm) is computed
+for every molecule of a data set's train and test splits in eval mode; a ridge regression
+(scikit-learn ``RidgeCV``, alpha chosen by leave-one-out on the training split) is fitted
+on the training molecules on the graph token, the atom sum, and both; its test MAE is
+printed and written as JSON.  No weight of the encoder changes: this measures what
+pretraining put into the representation, apart from what fine-tuning does with it.
+
+    python scripts/probe_encoder.py --dataset nci-tpsa --train-fraction 0.1 \\
+        random runs/pretrain-moses/encoder.pt --out docs/pretraining/probe-nci-tpsa-10pct.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def readout_features(model, data) -> np.ndarray:
+    """(M, F) head inputs of ``model`` on the graphs of ``data``, in data order."""
+    import torch
+
+    from molsepnorm.data.collate import GraphCollator
+
+    collate = GraphCollator(model.config.multi_hop_max_dist)
+    rows = []
+    model.eval()
+    with torch.inference_mode():
+        for start in range(0, len(data), 128):
+            batch = collate([data[i] for i in range(start, min(start + 128, len(data)))])
+            rows.append(model.readout(model.encode(batch), batch).float().numpy())
+    return np.concatenate(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoints", nargs="+", help="checkpoint files or bundled names; 'random' for fresh weights")
+    parser.add_argument("--dataset", default="nci-tpsa")
+    parser.add_argument("--train-fraction", type=float, default=1.0)
+    parser.add_argument("--out", help="JSON file to write")
+    args = parser.parse_args(argv)
+
+    import torch
+    from sklearn.linear_model import RidgeCV
+
+    from molsepnorm.checkpoint import Checkpoint
+    from molsepnorm.data import load_dataset
+    from molsepnorm.nn.graphormer import Graphormer
+
+    torch.set_num_threads(1)
+    splits = load_dataset(args.dataset, progress=False).with_train_fraction(args.train_fraction)
+    y = {s: np.array([float(g.y.view(-1)[0]) for g in splits[s]]) for s in ("train", "test")}
+    reference = next(c for c in args.checkpoints if c != "random")
+    results = []
+    for spec in args.checkpoints:
+        model = Checkpoint.load(reference).build_model()
+        if spec == "random":
+            torch.manual_seed(0)
+            model = Graphormer(model.config)
+        else:
+            model = Checkpoint.load(spec).build_model()
+        X = {s: readout_features(model, splits[s]) for s in ("train", "test")}
+        D = model.config.hidden_dim
+        row = {"checkpoint": spec}
+        for name, columns in (("cls", slice(0, D)), ("atom_sum", slice(D, 2 * D)), ("both", slice(0, 2 * D))):
+            ridge = RidgeCV(alphas=np.logspace(-4, 3, 15)).fit(X["train"][:, columns], y["train"])
+            row[name] = float(np.abs(ridge.predict(X["test"][:, columns]) - y["test"]).mean())
+        results.append(row)
+        print(f"{spec}: test MAE of a ridge probe on the graph token {row['cls']:.3f}, the atom sum "
+              f"{row['atom_sum']:.3f}, both {row['both']:.3f}", flush=True)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({
+            "command": " ".join(["python", *sys.argv]), "dataset": args.dataset,
+            "train_fraction": args.train_fraction, "sizes": {s: len(y[s]) for s in y}, "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
