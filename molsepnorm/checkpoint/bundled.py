@@ -4,6 +4,10 @@ Each bundled model is a ``best.pt`` written by this project's own ``molsepnorm t
 plus a model card (``<name>.md``: data set, command, seed, metrics) and the training
 preset (``<name>.yaml``).  ``molsepnorm predict`` uses :data:`DEFAULT_MODEL` when no
 ``--model`` is given, so prediction works offline on a fresh install.
+
+A bundled *encoder* (``kind="encoder"``) is the ``encoder.pt`` of a ``molsepnorm
+pretrain`` run, with its card and pretraining preset: it has no trained head, so it does
+not predict; ``molsepnorm train --init NAME`` fine-tunes it on labelled data.
 """
 from __future__ import annotations
 
@@ -27,12 +31,15 @@ class BundledModel:
         checkpoint: file name of the checkpoint in ``molsepnorm/models``.
         card: file name of the model card (markdown).
         summary: one line for ``molsepnorm models``.
+        kind: ``"model"`` (predicts; ``--model NAME``) or ``"encoder"`` (pretrained, no
+            head; ``molsepnorm train --init NAME``).
     """
 
     name: str
     checkpoint: str
     card: str
     summary: str
+    kind: str = "model"
 
     @property
     def path(self) -> Path:
@@ -105,12 +112,14 @@ def model_listing(model: BundledModel) -> dict[str, Any]:
     cfg = ckpt.model_config
     return {
         "name": model.name,
+        "kind": model.kind,
         "default": model.name == DEFAULT_MODEL,
         "summary": model.summary,
         "task": ckpt.task.type,
         "targets": list(ckpt.task.target_names),
         "dataset": ckpt.data.dataset,
         "metrics": ckpt.metrics,
+        "steps": ckpt.step,
         "architecture": f"{cfg['norm']}norm Graphormer, {cfg['num_layers']} layers x {cfg['hidden_dim']}, "
                         f"{cfg['vocab']} vocabulary",
         "size_bytes": model.path.stat().st_size,

@@ -167,7 +167,8 @@ def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Option
 @click.command("models")
 @click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
 def models(as_json: bool) -> None:
-    """List the models bundled with molsepnorm (usable offline as --model NAME)."""
+    """List the models bundled with molsepnorm: models usable offline as --model NAME, and
+    pretrained encoders to fine-tune with molsepnorm train --init NAME."""
     import json
 
     from molsepnorm.checkpoint.bundled import bundled_models, model_listing
@@ -179,7 +180,11 @@ def models(as_json: bool) -> None:
     for entry in listing:
         click.echo(f"{entry['name']}{'  (default)' if entry['default'] else ''}")
         click.echo(f"  {entry['summary']}")
-        click.echo(f"  task {entry['task']}, targets {', '.join(entry['targets'])}; trained on {entry['dataset']}")
+        if entry["kind"] == "encoder":
+            click.echo(f"  pretrained encoder ({entry['steps']:,} steps on {entry['dataset']}): fine-tune it with "
+                       f"molsepnorm train --init {entry['name']}")
+        else:
+            click.echo(f"  task {entry['task']}, targets {', '.join(entry['targets'])}; trained on {entry['dataset']}")
         for split, values in entry["metrics"].items():
             figures = ", ".join(f"{k} {v:.4g}" for k, v in values.items() if isinstance(v, (int, float)))
             click.echo(f"  {split}: {figures}")

@@ -1,4 +1,4 @@
-"""The bundled model: present, small, documented, trained by this project, and accurate."""
+"""The bundled models and encoders: present, small, documented, made by this project, and accurate."""
 from __future__ import annotations
 
 import re
@@ -15,6 +15,8 @@ from molsepnorm.checkpoint.bundled import BUNDLED, DEFAULT_MODEL, UnknownModelEr
     resolve_model
 
 REPO = Path(__file__).resolve().parents[3]
+MODELS = [m for m in BUNDLED.values() if m.kind == "model"]
+ENCODERS = [m for m in BUNDLED.values() if m.kind == "encoder"]
 
 
 @pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
@@ -24,7 +26,7 @@ def test_bundled_files_are_there_and_small(model):
     assert model.path.parent.name == "models" and model.path.parent.parent.name == "molsepnorm"
 
 
-@pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
+@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
 def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model):
     ckpt = Checkpoint.load(model.path)
     assert ckpt.kind == "best" and ckpt.training_state is None
@@ -38,7 +40,7 @@ def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model):
         assert ckpt.config["train"][key] == value, key
 
 
-@pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
+@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
 def test_card_records_command_seed_and_the_checkpoint_metrics(model):
     card = model.card_path.read_text(encoding="utf-8")
     ckpt = Checkpoint.load(model.path)
@@ -48,6 +50,24 @@ def test_card_records_command_seed_and_the_checkpoint_metrics(model):
     for split in ("val", "test"):
         assert f"{ckpt.metrics[split]['mae']:.3f}" in card, split
         assert f"{ckpt.metrics[split]['r2']:.4f}" in card, split
+
+
+@pytest.mark.parametrize("encoder", ENCODERS, ids=[m.name for m in ENCODERS])
+def test_bundled_encoder_is_a_pretrain_encoder_pt_with_its_preset_and_card(encoder):
+    ckpt = Checkpoint.load(encoder.path)
+    assert ckpt.kind == "encoder" and ckpt.task.type == "pretrained" and ckpt.training_state is None
+    preset = yaml.safe_load(encoder.path.with_suffix(".yaml").read_text())
+    for key, value in preset["pretrain"].items():
+        assert ckpt.config["pretrain"][key] == value, key
+    for key, value in preset["corpus"].items():
+        assert ckpt.config["corpus"][key] == value, key
+    assert ckpt.featurizer.vocab == preset["corpus"]["vocab"]
+    card = encoder.card_path.read_text(encoding="utf-8")
+    assert f"`{encoder.name}`" in card and f"molsepnorm train --init {encoder.name}" in card
+    assert f"molsepnorm pretrain --config molsepnorm/models/{encoder.name}.yaml" in card
+    assert f"{ckpt.step:,} steps" in card and f"{ckpt.metrics['pretrain']['molecules']:,} molecules" in card
+    listing = model_listing(encoder)
+    assert listing["kind"] == "encoder" and listing["task"] == "pretrained" and listing["steps"] == ckpt.step
 
 
 def test_bundled_model_predicts_tpsa_of_known_drugs(bundled_predictor):
