@@ -62,6 +62,14 @@ BUNDLED: dict[str, BundledModel] = {
             summary="topological polar surface area (TPSA, Å²) of any molecule; SepNorm Graphormer, "
                     "4 layers x 64, OGB vocabulary, trained on RDKit's 4,999 NCI molecules",
         ),
+        BundledModel(
+            name="moses-encoder-zinc",
+            checkpoint="moses-encoder-zinc.pt",
+            card="moses-encoder-zinc.md",
+            summary="pretrained encoder for zinc-subset / zinc (ZINC vocabulary): the default SepNorm Graphormer, "
+                    "masked atoms on 1.5M MOSES molecules; 26 % lower zinc-subset MAE with 10 % of the labels",
+            kind="encoder",
+        ),
     )
 }
 DEFAULT_MODEL = "tpsa-nci-small"

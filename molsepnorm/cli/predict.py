@@ -185,7 +185,7 @@ def models(as_json: bool) -> None:
                        f"molsepnorm train --init {entry['name']}")
         else:
             click.echo(f"  task {entry['task']}, targets {', '.join(entry['targets'])}; trained on {entry['dataset']}")
-        for split, values in entry["metrics"].items():
+        for split, values in ({} if entry["kind"] == "encoder" else entry["metrics"]).items():
             figures = ", ".join(f"{k} {v:.4g}" for k, v in values.items() if isinstance(v, (int, float)))
             click.echo(f"  {split}: {figures}")
         click.echo(f"  {entry['architecture']}; {entry['size_bytes'] / 1024:.0f} KiB")

@@ -151,3 +151,14 @@ def _in_zinc(featurize_graph, smiles: str) -> bool:
     except Exception:  # noqa: BLE001 - out of the ZINC vocabulary
         return False
     return True
+
+
+def test_the_bundled_zinc_encoder_fine_tunes_on_zinc_subset_by_name(tmp_path, data_root):
+    config = load_experiment_config(None, {"data.dataset": "zinc-subset", "data.train_fraction": 0.02,
+                                           "train.max_steps": 3, "train.progress": False, "train.threads": 1})
+    train(config, out=tmp_path / "z", console=False, init="moses-encoder-zinc")
+    best = Checkpoint.load(tmp_path / "z" / "best.pt")
+    encoder = Checkpoint.load("moses-encoder-zinc")
+    assert best.featurizer.vocab == "zinc" and best.model_config["hidden_dim"] == encoder.model_config["hidden_dim"]
+    assert "init: encoder from moses-encoder-zinc" in (tmp_path / "z" / "train.log").read_text()
+    assert json.loads((tmp_path / "z" / "split.json").read_text())["sizes"]["train"] == 200

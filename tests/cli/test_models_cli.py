@@ -1,0 +1,25 @@
+"""``molsepnorm models``: the bundled models and pretrained encoders, as text and JSON."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from molsepnorm.checkpoint.bundled import BUNDLED, DEFAULT_MODEL
+from molsepnorm.cli.main import cli
+
+
+def test_models_lists_every_bundled_model_and_how_to_use_an_encoder():
+    result = CliRunner().invoke(cli, ["models", "--json"])
+    assert result.exit_code == 0, result.output
+    listing = {entry["name"]: entry for entry in json.loads(result.output)}
+    assert set(listing) == set(BUNDLED) and listing[DEFAULT_MODEL]["default"]
+    encoders = [name for name, entry in listing.items() if entry["kind"] == "encoder"]
+    assert "moses-encoder-zinc" in encoders
+    for name in encoders:
+        assert listing[name]["task"] == "pretrained" and listing[name]["steps"] > 0
+    text = CliRunner().invoke(cli, ["models"])
+    assert text.exit_code == 0, text.output
+    for name in encoders:
+        assert f"fine-tune it with molsepnorm train --init {name}" in text.output
+    assert f"{DEFAULT_MODEL}  (default)" in text.output and "test: mae" in text.output
