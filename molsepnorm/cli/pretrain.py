@@ -26,6 +26,7 @@ _OVERRIDES = {
     "mask_rate": "pretrain.mask_rate",
     "mask_targets": "pretrain.mask_targets",
     "atom_loss": "pretrain.atom_loss",
+    "atom_head": "pretrain.atom_head",
     "temperature": "pretrain.temperature",
     "max_steps": "pretrain.max_steps",
     "time_budget": "pretrain.time_budget",
@@ -64,10 +65,14 @@ _OVERRIDES = {
 @click.option("--mask-rate", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Fraction of each molecule's atoms masked (default 0.15).")
 @click.option("--mask-targets", type=LibraryChoice("molsepnorm.pretrain.config:MASK_TARGETS"), default=None,
-              help="What a masked atom's head predicts: all its feature columns (default) or its type only.")
+              help="What the atom head predicts: every feature column (all, default), the element only (type), or "
+                   "every column plus the atom's hashed environment with its bonded neighbours (context, GROVER).")
 @click.option("--atom-loss", type=LibraryChoice("molsepnorm.pretrain.config:ATOM_LOSSES"), default=None,
               help="Atoms the atom head is scored on: all (default: the visible ones reconstructed too, so the final "
                    "atom states keep their own chemistry) or masked (Hu et al. 2020).")
+@click.option("--atom-head", type=LibraryChoice("molsepnorm.pretrain.config:ATOM_HEADS"), default=None,
+              help="Between the final atom states and the masked-atom logits: linear (default) or mlp (a small "
+                   "decoder, dropped after pretraining).")
 @click.option("--augment", default=None, metavar="KINDS",
               help="Comma-separated differences between the two contrastive views: mask (default), drop_nodes, "
                    "dropout (the model's dropout only, SimCSE).")

@@ -43,13 +43,19 @@ OBJECTIVES = ("masked", "contrastive", "both")
 #: dropout only, SimCSE; needs ``model.dropout`` > 0).
 AUGMENTATIONS = ("mask", "drop_nodes", "dropout")
 #: What a masked atom's head predicts: ``type`` (the first atom column: the element in the
-#: OGB vocabulary, the ZINC atom type) or ``all`` (every atom column, one softmax each).
-MASK_TARGETS = ("type", "all")
+#: OGB vocabulary, the ZINC atom type), ``all`` (every atom column, one softmax each) or
+#: ``context`` (every column, plus the atom's environment -- its columns and its bonded
+#: neighbours' elements and bond types -- as one hashed class, after GROVER, Rong et al. 2020).
+MASK_TARGETS = ("type", "all", "context")
 #: Which atoms the atom head is scored on: ``masked`` (Hu et al. 2020: only the masked ones,
 #: from their context) or ``all`` (the masked ones from their context plus the visible ones
 #: reconstructed, the two losses averaged: the final atom states then keep each atom's own
 #: chemistry, which a fine-tuned readout of the atom states needs).
 ATOM_LOSSES = ("masked", "all")
+#: The atom head between the final atom states and the masked-atom logits: ``linear`` (Hu et
+#: al. 2020) or ``mlp`` (Linear-GELU-Linear, a small decoder that, like MAE's and GraphMAE's,
+#: takes on the pretext's specifics and is dropped after pretraining).
+ATOM_HEADS = ("linear", "mlp")
 #: Time-budget-only runs: warm-up steps when ``warmup_steps`` is not given.
 DEFAULT_WARMUP_WITHOUT_MAX_STEPS = 500
 
@@ -68,6 +74,7 @@ class PretrainOptions:
     mask_rate: float = 0.15  # fraction of each molecule's atoms masked (at least one)
     mask_targets: str = "all"  # see MASK_TARGETS
     atom_loss: str = "all"  # see ATOM_LOSSES
+    atom_head: str = "linear"  # see ATOM_HEADS
     augment: list[str] = field(default_factory=lambda: ["mask"])  # contrastive views; see AUGMENTATIONS
     drop_rate: float = 0.1  # drop_nodes: fraction of each molecule's atoms left out (never all)
     temperature: float = 0.1  # InfoNCE temperature
@@ -101,6 +108,7 @@ class PretrainOptions:
         check_choice("pretrain.objective", self.objective, OBJECTIVES)
         check_choice("pretrain.mask_targets", self.mask_targets, MASK_TARGETS)
         check_choice("pretrain.atom_loss", self.atom_loss, ATOM_LOSSES)
+        check_choice("pretrain.atom_head", self.atom_head, ATOM_HEADS)
         if isinstance(self.augment, str):
             self.augment = [a.strip() for a in self.augment.split(",") if a.strip()]
         if not self.augment and self.objective != "masked":

@@ -5,7 +5,9 @@
   (at least one) have their atom-feature embedding replaced by a learned mask vector
   (their degree and every structural encoding stay); a linear head on the final atom
   states predicts the masked atoms' type (the first atom column) or every atom column,
-  with a cross-entropy loss per column.  With ``atom_loss="all"`` the visible atoms are
+  with a cross-entropy loss per column (``mask_targets="context"`` adds one more: the
+  atom's environment with its bonded neighbours as a hashed class, after GROVER; and
+  ``atom_head="mlp"`` puts a small decoder between the atom states and the logits).  With ``atom_loss="all"`` the visible atoms are
   predicted too (reconstructed), their loss averaged with the masked atoms': without it
   the final states of visible atoms need not keep their own chemistry, and a readout of
   the atom states (``cls+sum``) fine-tunes from a worse start than from random weights.
@@ -107,8 +109,17 @@ class PretextModel(nn.Module):
         atom_dims = list(encoder.config.atom_dims or [])
         self.target_columns = [0] if options.mask_targets == "type" else list(range(len(atom_dims)))
         self.target_dims = [atom_dims[c] for c in self.target_columns]
+        if options.mask_targets == "context":  # one more softmax: the atom's hashed environment
+            self.target_columns.append(len(atom_dims))
+            self.target_dims.append(CONTEXT_CLASSES)
+            # fixed random codes of (neighbour element, bond type): not learned, not saved
+            codes = torch.randint(0, _PRIME, (CONTEXT_TOKENS,), generator=torch.Generator().manual_seed(20200)).long()
+            self.register_buffer("context_codes", codes, persistent=False)
         self.mask_token = nn.Parameter(torch.empty(D)) if self.masks else None
-        self.atom_head = nn.Linear(D, sum(self.target_dims)) if options.uses_masked else None
+        out = sum(self.target_dims)
+        self.atom_head = None if not options.uses_masked else (
+            nn.Linear(D, out) if options.atom_head == "linear" else nn.Sequential(nn.Linear(D, D), nn.GELU(),
+                                                                               nn.Linear(D, out)))
         self.projection = (nn.Sequential(nn.Linear(D, D), nn.ReLU(), nn.Linear(D, D))
                            if options.uses_contrastive else None)
         self.reset_heads()
@@ -169,7 +180,10 @@ class PretextModel(nn.Module):
         columns, and the accuracy on the first column (the atom type)."""
         assert self.atom_head is not None
         logits = self.atom_head(h[:, 1:][masked].float())  # (M, sum of the target columns' sizes)
-        targets = batch.x[masked]  # (M, F)
+        x = batch.x
+        if self.options.mask_targets == "context":
+            x = torch.cat([x, context_classes(batch, self.context_codes).unsqueeze(-1)], -1)  # (B, N, F + 1)
+        targets = x[masked]  # (M, F) or (M, F + 1)
         losses, accuracy = [], torch.zeros((), device=h.device)
         for i, (chunk, column) in enumerate(zip(logits.split(self.target_dims, -1), self.target_columns)):
             target = targets[:, column]
@@ -177,6 +191,35 @@ class PretextModel(nn.Module):
             if i == 0:
                 accuracy = (chunk.argmax(-1) == target).float().mean().detach()
         return torch.stack(losses).mean(), accuracy
+
+
+#: Buckets of the hashed atom environments of ``mask_targets="context"``.
+CONTEXT_CLASSES = 4096
+CONTEXT_TOKENS = 256 * 16  # (element index + 1) * 16 + bond type + 1 stays below this
+_PRIME = 2_147_483_647  # 2^31 - 1: sums of a few codes stay far inside int64
+
+
+def context_classes(batch: GraphBatch, codes: Tensor) -> Tensor:
+    """Each atom's environment as one of :data:`CONTEXT_CLASSES` classes: (B, N) long.
+
+    The environment is the atom's own feature columns together with the multiset of its
+    bonded neighbours' (element, bond type) pairs, as in GROVER's contextual property
+    prediction (Rong et al., NeurIPS 2020), hashed instead of counted into a vocabulary:
+    each neighbour pair has a fixed random code (``codes``), the codes of an atom's
+    neighbours are summed (order does not matter, multiplicity does), the atom's own
+    columns are mixed in, and the result is taken modulo the number of classes.  Unlike
+    the columns one softmax each, one class per environment asks the final state of each
+    atom for its combination: which hydrogens, charge and aromaticity *with* which neighbours.
+    """
+    x = batch.x  # (B, N, F)
+    adjacent = (batch.spd == 1) & batch.node_mask.unsqueeze(1) & batch.node_mask.unsqueeze(2)  # (B, N, N)
+    bond = batch.edge_attr[batch.edge_path[..., 0].clamp(min=0), 0]  # (B, N, N): type of the bond i-j
+    token = ((x[..., 0] + 1).unsqueeze(1) * 16 + bond + 1).clamp(max=codes.numel() - 1)  # (B, N, N): j's element
+    neighbours = torch.where(adjacent, codes[token], torch.zeros_like(token)).sum(-1) % _PRIME  # (B, N)
+    own = torch.zeros_like(neighbours)
+    for c in range(x.size(-1)):
+        own = (own * 257 + x[..., c] + 1) % _PRIME
+    return ((own * 65_537 + neighbours) % _PRIME) % CONTEXT_CLASSES
 
 
 def describe(options: PretrainOptions) -> str:

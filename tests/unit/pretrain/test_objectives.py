@@ -114,3 +114,39 @@ def test_atom_loss_all_scores_the_visible_atoms_too():
     assert with_visible[1]["masked_loss"] == pytest.approx(float(masked_only[1]["masked_loss"]))
     assert with_visible[0] == pytest.approx(masked_only[0] + float(with_visible[1]["visible_loss"]), rel=1e-5)
     assert float(with_visible[1]["visible_loss"]) > 0
+
+
+def test_mlp_atom_head_is_a_decoder_that_trains():
+    model = PretextModel(encoder(), PretrainOptions(objective="masked", max_steps=1, atom_head="mlp"))
+    assert isinstance(model.atom_head, torch.nn.Sequential) and len(model.atom_head) == 3
+    torch.manual_seed(3)
+    loss, parts = model(batch())
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is not None for p in model.atom_head.parameters())
+    assert set(model.heads_state_dict()) >= {"atom_head.0.weight", "atom_head.2.bias"}  # resumable
+
+
+def test_context_classes_name_each_atom_environment_whatever_the_atom_order():
+    from molsepnorm.pretrain.objectives import CONTEXT_CLASSES, CONTEXT_TOKENS, context_classes
+
+    codes = torch.randint(0, 2**31 - 1, (CONTEXT_TOKENS,), generator=torch.Generator().manual_seed(1)).long()
+    b = collate_graphs([featurize_graph(s, "ogb") for s in ["OCC", "CCO", "CC(=O)Nc1ccc(O)cc1", "CC=O"]], K)
+    classes = context_classes(b, codes)
+    assert classes.shape == b.node_mask.shape and int(classes.max()) < CONTEXT_CLASSES
+    assert classes[0, 0] == classes[1, 2] and classes[0, 2] == classes[1, 0]  # the same atoms, written in reverse
+    assert classes[0, 1] == classes[1, 1]  # CH2 bonded to a C and an O
+    assert classes[2, 0] == classes[0, 2]  # a methyl on a single-bonded carbon: acetyl's as ethanol's
+    assert classes[3, 2] != classes[0, 0]  # aldehyde O (double bond, no H) is not an alcohol O
+    assert classes[3, 1] != classes[0, 1]  # and the carbons bonded to them differ too
+
+
+def test_context_target_adds_one_softmax_over_the_environment_classes():
+    from molsepnorm.pretrain.objectives import CONTEXT_CLASSES
+
+    model = PretextModel(encoder(), PretrainOptions(objective="masked", max_steps=1, mask_targets="context"))
+    assert model.target_dims[-1] == CONTEXT_CLASSES and len(model.target_dims) == 10  # 9 OGB columns + context
+    assert "context_codes" not in model.state_dict()  # fixed by its seed, not saved
+    torch.manual_seed(3)
+    loss, _ = model(batch())
+    loss.backward()
+    assert torch.isfinite(loss) and model.atom_head.weight.grad is not None
