@@ -63,6 +63,13 @@ BUNDLED: dict[str, BundledModel] = {
                     "4 layers x 64, OGB vocabulary, trained on RDKit's 4,999 NCI molecules",
         ),
         BundledModel(
+            name="hiv-activity",
+            checkpoint="hiv-activity.pt",
+            card="hiv-activity.md",
+            summary="probability of HIV replication inhibition (molhiv, scaffold split, test ROC-AUC 0.716); the "
+                    "default SepNorm Graphormer fine-tuned from a MOSES-pretrained encoder",
+        ),
+        BundledModel(
             name="moses-encoder-zinc",
             checkpoint="moses-encoder-zinc.pt",
             card="moses-encoder-zinc.md",
