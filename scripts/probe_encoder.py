@@ -51,18 +51,17 @@ def main(argv: list[str] | None = None) -> int:
 
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.data import load_dataset
-    from molsepnorm.nn.graphormer import Graphormer
+    from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 
     torch.set_num_threads(1)
     splits = load_dataset(args.dataset, progress=False).with_train_fraction(args.train_fraction)
     y = {s: np.array([float(g.y.view(-1)[0]) for g in splits[s]]) for s in ("train", "test")}
-    reference = next(c for c in args.checkpoints if c != "random")
+    reference = Checkpoint.load(next(c for c in args.checkpoints if c != "random"))  # "random"'s architecture
     results = []
     for spec in args.checkpoints:
-        model = Checkpoint.load(reference).build_model()
         if spec == "random":
             torch.manual_seed(0)
-            model = Graphormer(model.config)
+            model = Graphormer(GraphormerConfig.from_dict(dict(reference.model_config)))
         else:
             model = Checkpoint.load(spec).build_model()
         X = {s: readout_features(model, splits[s]) for s in ("train", "test")}

@@ -180,14 +180,14 @@ def models(as_json: bool) -> None:
     for entry in listing:
         click.echo(f"{entry['name']}{'  (default)' if entry['default'] else ''}")
         click.echo(f"  {entry['summary']}")
-        if entry["kind"] == "encoder":
+        if entry["kind"] == "encoder":  # no head, so no metrics: how to use it instead
             click.echo(f"  pretrained encoder ({entry['steps']:,} steps on {entry['dataset']}): fine-tune it with "
                        f"molsepnorm train --init {entry['name']}")
         else:
             click.echo(f"  task {entry['task']}, targets {', '.join(entry['targets'])}; trained on {entry['dataset']}")
-        for split, values in ({} if entry["kind"] == "encoder" else entry["metrics"]).items():
-            figures = ", ".join(f"{k} {v:.4g}" for k, v in values.items() if isinstance(v, (int, float)))
-            click.echo(f"  {split}: {figures}")
+            for split, values in entry["metrics"].items():
+                figures = ", ".join(f"{k} {v:.4g}" for k, v in values.items() if isinstance(v, (int, float)))
+                click.echo(f"  {split}: {figures}")
         click.echo(f"  {entry['architecture']}; {entry['size_bytes'] / 1024:.0f} KiB")
         click.echo(f"  model card: {entry['card']}")
 

@@ -7,8 +7,8 @@
   states predicts the masked atoms' type (the first atom column) or every atom column,
   with a cross-entropy loss per column (``mask_targets="context"`` adds one more: the
   atom's environment with its bonded neighbours as a hashed class, after GROVER; and
-  ``atom_head="mlp"`` puts a small decoder between the atom states and the logits).  With ``atom_loss="all"`` the visible atoms are
-  predicted too (reconstructed), their loss averaged with the masked atoms': without it
+  ``atom_head="mlp"`` puts a small decoder between the atom states and the logits).
+  With ``atom_loss="all"`` the visible atoms are predicted too (reconstructed), their loss averaged with the masked atoms': without it
   the final states of visible atoms need not keep their own chemistry, and a readout of
   the atom states (``cls+sum``) fine-tunes from a worse start than from random weights.
 * **Contrastive** (InfoNCE, van den Oord et al. 2018; as in SimCSE, Gao et al. 2021, and
@@ -157,13 +157,14 @@ class PretextModel(nn.Module):
         loss = h.float().sum() * 0.0  # every encoder output in the graph (DDP), worth nothing
         parts: dict[str, Tensor] = {}
         if self.atom_head is not None and masked is not None:
-            masked_loss, accuracy = self._masked_atoms(h, big, masked)
+            targets = self._atom_targets(big)  # (V*B, N, F) or (V*B, N, F + 1)
+            masked_loss, accuracy = self._masked_atoms(h, targets, masked)
             weight = opt.masked_weight if opt.objective == "both" else 1.0
             loss = loss + weight * masked_loss
             parts.update(masked_loss=masked_loss.detach(), masked_acc=accuracy,
                          masked_atoms=masked.sum().detach().float())
             if opt.atom_loss == "all":
-                visible_loss, visible_accuracy = self._masked_atoms(h, big, visible & ~masked)
+                visible_loss, visible_accuracy = self._masked_atoms(h, targets, visible & ~masked)
                 loss = loss + weight * visible_loss
                 parts.update(visible_loss=visible_loss.detach(), visible_acc=visible_accuracy)
         if self.projection is not None:
@@ -175,15 +176,20 @@ class PretextModel(nn.Module):
             parts.update(contrastive_loss=contrastive.detach(), contrastive_acc=accuracy)
         return loss, parts
 
-    def _masked_atoms(self, h: Tensor, batch: GraphBatch, masked: Tensor) -> tuple[Tensor, Tensor]:
-        """Cross-entropy of the chosen atoms' columns (``masked``: (B, N) bool), averaged over
-        columns, and the accuracy on the first column (the atom type)."""
+    def _atom_targets(self, batch: GraphBatch) -> Tensor:
+        """Every atom's target columns: its features (B, N, F), plus its environment class
+        with ``mask_targets="context"`` (B, N, F + 1)."""
+        if self.options.mask_targets != "context":
+            return batch.x
+        return torch.cat([batch.x, context_classes(batch, self.context_codes).unsqueeze(-1)], -1)
+
+    def _masked_atoms(self, h: Tensor, atom_targets: Tensor, masked: Tensor) -> tuple[Tensor, Tensor]:
+        """Cross-entropy of the chosen atoms' columns (``masked``: (B, N) bool; targets from
+        :meth:`_atom_targets`), averaged over columns, and the accuracy on the first column
+        (the atom type)."""
         assert self.atom_head is not None
         logits = self.atom_head(h[:, 1:][masked].float())  # (M, sum of the target columns' sizes)
-        x = batch.x
-        if self.options.mask_targets == "context":
-            x = torch.cat([x, context_classes(batch, self.context_codes).unsqueeze(-1)], -1)  # (B, N, F + 1)
-        targets = x[masked]  # (M, F) or (M, F + 1)
+        targets = atom_targets[masked]  # (M, F) or (M, F + 1)
         losses, accuracy = [], torch.zeros((), device=h.device)
         for i, (chunk, column) in enumerate(zip(logits.split(self.target_dims, -1), self.target_columns)):
             target = targets[:, column]

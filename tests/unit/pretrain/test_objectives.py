@@ -92,7 +92,7 @@ def test_masked_atoms_predict_the_masked_atoms_own_type():
         model.atom_head.bias.zero_()
         model.atom_head.bias[5] = 50.0  # always says carbon (atomic number 6)
         h = model.encoder.encode(b)
-        _, accuracy = model._masked_atoms(h, b, masked)
+        _, accuracy = model._masked_atoms(h, model._atom_targets(b), masked)
     carbons = (b.x[masked][:, 0] == 5).float().mean()
     assert float(accuracy) == pytest.approx(float(carbons))
     assert 0 < float(carbons) < 1
