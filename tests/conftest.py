@@ -132,7 +132,7 @@ def sha256(path: Path) -> str:
 
 @pytest.fixture(scope="session")
 def bundled_predictor():
-    """The default bundled model (tpsa-nci-small)."""
+    """The bundled TPSA model (tpsa-nci-small): its predictions can be checked against RDKit's TPSA."""
     from molsepnorm.predict import Predictor
 
-    return Predictor.load()
+    return Predictor.load("tpsa-nci-small")

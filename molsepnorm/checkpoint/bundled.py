@@ -59,8 +59,8 @@ BUNDLED: dict[str, BundledModel] = {
             name="tpsa-nci-small",
             checkpoint="tpsa-nci-small.pt",
             card="tpsa-nci-small.md",
-            summary="topological polar surface area (TPSA, Å²) of any molecule; SepNorm Graphormer, "
-                    "4 layers x 64, OGB vocabulary, trained on RDKit's 4,999 NCI molecules",
+            summary="a small demonstration: topological polar surface area (TPSA, Å²), which RDKit computes "
+                    "exactly; SepNorm Graphormer, 4 layers x 64, trained on RDKit's 4,999 NCI molecules",
         ),
         BundledModel(
             name="hiv-activity",
@@ -79,7 +79,7 @@ BUNDLED: dict[str, BundledModel] = {
         ),
     )
 }
-DEFAULT_MODEL = "tpsa-nci-small"
+DEFAULT_MODEL = "hiv-activity"
 
 
 class UnknownModelError(MolsepnormError, ValueError):

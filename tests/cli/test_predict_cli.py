@@ -40,7 +40,10 @@ def test_example_file_with_the_bundled_model(tmp_path: Path):
     assert len(frame) == len(records)
     assert frame["id"].tolist() == [line.split()[1] for line in records]
     assert frame["error"].notna().sum() >= 3  # the deliberately invalid lines
-    assert "aspirin" in result.output and "tpsa" in result.output  # the predictions are printed
+    assert "aspirin" in result.output and "HIV_active" in result.output  # the predictions are printed
+    probabilities = frame["HIV_active"].dropna()  # the default model: a probability of activity
+    assert len(probabilities) == len(records) - frame["error"].notna().sum()
+    assert ((probabilities > 0) & (probabilities < 0.1)).all()  # none is an HIV drug (the README says so)
     assert "ok " in result.output and "molecules/s" in result.output  # the summary line
 
 
@@ -101,7 +104,7 @@ def test_stdin_to_stdout():
                                 input="CCO a\nC1CC b\n")
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
-    assert lines[0] == "id,smiles,tpsa,error,warning" and len(lines) == 3
+    assert lines[0] == "id,smiles,HIV_active,error,warning" and len(lines) == 3
     assert lines[1].startswith("a,CCO,") and lines[2].startswith("b,C1CC,,")
 
 
@@ -153,7 +156,7 @@ def test_warning_column_and_npz_array(tmp_path: Path):
     frame = pd.read_csv(out)
     assert frame["warning"].notna().tolist() == [False, True, True, False, False]
     assert frame["warning"][1].startswith("not seen in training: element U")
-    assert "B-B" in frame["warning"][2]
+    assert "nearest training molecule" in frame["warning"][2]  # a boron cage is unlike molhiv's molecules
     assert "(5 records), 2 with a warning, in" in result.output and "uranium" in result.output
     result = invoke(embed, [str(src), "--out", str(tmp_path / "odd.npz")])
     assert result.exit_code == 0, result.output
@@ -167,10 +170,11 @@ def test_warning_column_and_npz_array(tmp_path: Path):
 def test_models_lists_the_bundled_model():
     result = CliRunner().invoke(models, [])
     assert result.exit_code == 0, result.output
-    assert "tpsa-nci-small  (default)" in result.output
-    assert "targets tpsa" in result.output and "test: mae" in result.output
+    assert "hiv-activity  (default)" in result.output
+    assert "targets HIV_active" in result.output and "test: rocauc" in result.output
+    assert "targets tpsa" in result.output and "test: mae" in result.output  # the small demonstration
     listing = json.loads(CliRunner().invoke(models, ["--json"]).output)
-    assert listing[0]["name"] == "tpsa-nci-small" and listing[0]["task"] == "regression"
+    assert listing[0]["name"] == "hiv-activity" and listing[0]["task"] == "binary"
 
 
 def test_cli_module_imports_no_torch():

@@ -93,12 +93,16 @@ def test_registry_and_resolution(tmp_path: Path):
     local = tmp_path / DEFAULT_MODEL  # a file of that name wins over the bundled model
     local.write_bytes(b"x")
     assert resolve_model(local) == local
-    with pytest.raises(UnknownModelError, match="bundled: tpsa-nci-small"):
+    with pytest.raises(UnknownModelError, match="bundled: tpsa-nci-small, hiv-activity"):
         resolve_model("nope")
     with pytest.raises(CheckpointError, match=r"checkpoint not found: .*nope\.pt.*bundled model"):
         resolve_model(tmp_path / "nope.pt")  # meant as a file: named as a missing file
-    listing = model_listing(BUNDLED[DEFAULT_MODEL])
-    assert listing["task"] == "regression" and listing["targets"] == ["tpsa"]
+    listing = model_listing(BUNDLED[DEFAULT_MODEL])  # the default: HIV activity, a probability
+    assert listing["name"] == "hiv-activity" and listing["default"]
+    assert listing["task"] == "binary" and listing["targets"] == ["HIV_active"]
+    assert listing["metrics"]["test"]["rocauc"] > 0.7
+    listing = model_listing(BUNDLED["tpsa-nci-small"])
+    assert listing["task"] == "regression" and listing["targets"] == ["tpsa"] and not listing["default"]
     assert listing["metrics"]["test"]["mae"] < 2
 
 

@@ -117,9 +117,7 @@ def test_embed(bundled_predictor):
 
 
 def test_ensemble_mean_and_std(bundled_predictor, checkpoints):
-    from molsepnorm.checkpoint import DEFAULT_MODEL
-
-    ensemble = Predictor.load(DEFAULT_MODEL, checkpoints["tpsa-b"])
+    ensemble = Predictor.load("tpsa-nci-small", checkpoints["tpsa-b"])
     assert ensemble.is_ensemble and ensemble.multi_hop_max_dist == 5
     single_b = Predictor.load(checkpoints["tpsa-b"]).predict(SMALL)["tpsa"].to_numpy()
     single_a = bundled_predictor.predict(SMALL)["tpsa"].to_numpy()
