@@ -56,6 +56,7 @@ _OVERRIDES = {
     "cpu_malloc": "train.cpu_malloc",
     "batching": "train.batching",
     "checkpoint_every": "train.checkpoint_every_steps",
+    "checkpoint_seconds": "train.checkpoint_every_seconds",
     "on_nonfinite": "train.on_nonfinite",
     "init": "train.init",
     "freeze_encoder": "train.freeze_encoder",
@@ -99,6 +100,9 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               metavar="DECAY", help="Evaluate and save a moving average of the weights with this decay, e.g. 0.999.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Also write last.pt every N steps within an epoch.")
+@click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=None,
+              help="At an epoch's end, write last.pt only once S seconds of training have passed since the previous "
+                   "write (default 30; the last epoch always writes it); 0: every epoch.")
 @click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.train.config:NONFINITE"), default=None,
               help="A NaN/infinite loss or gradient: stop naming the step and batch (default), or skip the batch.")
 @click.option("--init", default=None, metavar="CKPT|NAME",

@@ -118,6 +118,9 @@ class TrainConfig:
     # AUTO_PATIENCE_FRACTION of the epochs (at least AUTO_PATIENCE_MIN); "off" or None: never
     patience: Union[int, str, None] = "auto"
     checkpoint_every_steps: Optional[int] = None  # also write last.pt every N steps mid-epoch
+    # at an epoch's end, write last.pt only once this many seconds of training have passed since the
+    # previous write (the run's last epoch always writes it); 0: every epoch. A kill loses at most this much.
+    checkpoint_every_seconds: float = 30.0
     threads: Optional[int] = None  # torch.set_num_threads on CPU; None: leave as is
     cpu_malloc: str = "heap"  # CPU: "heap" (glibc keeps large tensors in its heap: faster, more memory) | "default"
     on_nonfinite: str = "stop"  # NaN/inf loss or gradient: "stop" (error naming step and batch) | "skip" the batch
@@ -148,6 +151,9 @@ class TrainConfig:
                 raise ConfigError(f"train.patience must be a positive integer, 'auto' or 'off', "
                                   f"got {self.patience!r}") from None
         check_positive("train.checkpoint_every_steps", self.checkpoint_every_steps, allow_none=True)
+        if not isinstance(self.checkpoint_every_seconds, (int, float)) or isinstance(self.checkpoint_every_seconds, bool) \
+                or not self.checkpoint_every_seconds >= 0:
+            raise ConfigError(f"train.checkpoint_every_seconds must be a number >= 0, got {self.checkpoint_every_seconds!r}")
         check_positive("train.threads", self.threads, allow_none=True)
         check_positive("train.max_skipped_batches", self.max_skipped_batches)
         check_choice("train.on_nonfinite", self.on_nonfinite, NONFINITE)

@@ -10,7 +10,8 @@ Read top to bottom:
    or is skipped, ``train.on_nonfinite``);
 4. :meth:`Trainer._end_epoch`: validation through the shared
    :func:`~molsepnorm.inference.run`, a row in ``metrics.jsonl``, ``best.pt`` when the
-   validation metric improves, ``last.pt`` always;
+   validation metric improves, ``last.pt`` once ``train.checkpoint_every_seconds`` of
+   training have passed since the previous one (and after the last epoch);
 5. :meth:`Trainer._finish`: the best weights on the test split, ``results.json``.
 
 Checkpoints are :class:`~molsepnorm.checkpoint.Checkpoint` objects; ``last.pt`` also
@@ -183,6 +184,7 @@ class Trainer:
             torch.manual_seed(tc.seed + 1_000_003 * self.env.rank)
         self.state = Progress()
         self._best_state: Optional[dict[str, Tensor]] = None
+        self._unsaved_seconds: Optional[float] = None  # training seconds since last.pt was written; None: saved
         self._domain: Optional[ApplicabilityDomain] = None  # built when the first checkpoint is written
 
     def _budget(self) -> tuple[int, int]:
@@ -227,6 +229,8 @@ class Trainer:
                 break
             self._train_epoch()  # a last, partial epoch when max_steps ends it
             self._end_epoch()
+        if self._unsaved_seconds is not None:  # the last epoch's state, whatever train.checkpoint_every_seconds says
+            self._save_last()
         if stopped == "epochs" and self.tc.max_steps is not None and self.state.step >= self.tc.max_steps \
                 and (self.tc.epochs is None or self.state.epoch < self.max_epochs):
             stopped = "max_steps"
@@ -341,7 +345,7 @@ class Trainer:
         return f"epoch {st.epoch + 1}, step {st.step + 1}, batch {index} of the epoch{smiles}"
 
     def _end_epoch(self) -> None:
-        """Validate, log the epoch's row, write best.pt (if improved) and last.pt."""
+        """Validate, log the epoch's row, write best.pt (if improved) and last.pt (if due)."""
         st = self.state
         sums = ddp.all_reduce_sum([st.loss_sum, float(st.loss_graphs), float(st.epoch_graphs), st.epoch_seconds],
                                   self.env)
@@ -374,7 +378,10 @@ class Trainer:
                  train_loss, _short(val), "  *best*" if improved else "", epoch_seconds, graphs_per_s)
         if improved and self.run_dir is not None:
             self._checkpoint("best", state_dict=self.eval_model.state_dict()).save(self.run_dir.best)
-        self._save_last()
+        # epoch_seconds is the same on every rank (all-reduced), so all ranks agree on saving (a collective)
+        self._unsaved_seconds = (self._unsaved_seconds or 0.0) + epoch_seconds
+        if self._unsaved_seconds >= self.tc.checkpoint_every_seconds:
+            self._save_last()
 
     # ------------------------------------------------------------------ evaluation
     def predict(self, split: str | Any) -> tuple[np.ndarray, np.ndarray]:
@@ -424,6 +431,7 @@ class Trainer:
         return self._domain
 
     def _save_last(self) -> None:
+        self._unsaved_seconds = None
         # every rank's RNG state, so that a resumed DDP run also draws the same dropout masks
         rng = ddp.all_gather_objects(capture_rng_state(), self.env)
         if self.run_dir is None:

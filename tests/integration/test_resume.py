@@ -24,9 +24,11 @@ TIMING = {"epoch_seconds", "eval_seconds", "graphs_per_second"}
 
 
 def train_args(csv: Path, out: Path) -> list[str]:
-    # 240 training molecules in batches of 32: 8 steps per epoch, 32 in all; last.pt every 3 steps
+    # 240 training molecules in batches of 32: 8 steps per epoch, 32 in all; last.pt every 3 steps and at
+    # every epoch's end
     return ["--config", str(TINY), "--dataset", str(csv), "--epochs", "4", "--batch-size", "32", "--seed", "7",
-            "--batching", "random", "--checkpoint-every", "3", "--threads", "1", "--no-progress", "--out", str(out)]
+            "--batching", "random", "--checkpoint-every", "3", "--checkpoint-seconds", "0", "--threads", "1",
+            "--no-progress", "--out", str(out)]
 
 
 def cli(args: list[str]) -> list[str]:
@@ -72,6 +74,29 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path, wr
     assert "resumed" in (killed / "train.log").read_text()
 
 
+def test_default_writes_last_pt_every_30_seconds_and_a_kill_resumes_from_the_older_one(tmp_path, write_tpsa_csv,
+                                                                                       sigkill_when):
+    """By default (train.checkpoint_every_seconds 30) a short run writes last.pt before its first
+    step and after its last epoch only; killed after two epochs it resumes from step 0, drops
+    the metrics rows written since, and ends like an uninterrupted run."""
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    run_ok(train_args(csv, full))
+    args = [a for a in train_args(csv, killed) if a not in ("--checkpoint-every", "3", "--checkpoint-seconds", "0")]
+    assert len(args) == len(train_args(csv, killed)) - 4
+
+    def two_epochs() -> bool:
+        metrics = killed / "metrics.jsonl"
+        return metrics.exists() and len(metrics.read_text().splitlines()) >= 2
+
+    assert sigkill_when(cli(args), two_epochs) == -signal.SIGKILL
+    assert last_state(killed)["step"] == 0  # no epoch's end wrote it: less than 30 s of training
+    run_ok(["--resume", str(killed), "--no-progress"])
+    assert rows(killed) == rows(full)
+    assert json.loads((killed / "results.json").read_text()) == json.loads((full / "results.json").read_text())
+    assert last_state(killed)["epoch"] == 4 and last_state(killed)["step"] == 32  # the last epoch wrote it
+
+
 @pytest.mark.parametrize("batching, ema", [("random", None), ("bucket", None), ("bucket", 0.9)])
 def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, batching, ema, write_tpsa_csv):
     """Deterministic mid-epoch interruption (step 7; last.pt at step 6, batch 6 of epoch 1),
@@ -84,7 +109,7 @@ def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, ba
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     config = lambda: load_experiment_config(TINY, {  # noqa: E731
         "data.dataset": str(csv), "train.epochs": 2, "train.batch_size": 32, "train.seed": 3,
-        "train.checkpoint_every_steps": 3, "train.threads": 1, "train.progress": False,
+        "train.checkpoint_every_steps": 3, "train.checkpoint_every_seconds": 0, "train.threads": 1, "train.progress": False,
         "train.batching": batching, "train.ema_decay": ema})
     full = train(config(), out=tmp_path / "full", console=False)
 

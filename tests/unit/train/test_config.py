@@ -79,6 +79,8 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"cpu_malloc": "jemalloc"}, "data": {"dataset": "d"}}, "train.cpu_malloc"),
     ({"train": {"patience": "soon"}, "data": {"dataset": "d"}}, "train.patience must be a positive integer, 'auto'"),
     ({"train": {"patience": 0}, "data": {"dataset": "d"}}, "train.patience"),
+    ({"train": {"checkpoint_every_seconds": -1}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
+    ({"train": {"checkpoint_every_seconds": "often"}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
     ({}, "data.dataset"),
     ({"data": {"dataset": "d", "train_fraction": 0}}, "data.train_fraction must be in"),
     ({"data": {"dataset": "d", "train_fraction": 1.5}}, "data.train_fraction must be in"),

@@ -185,6 +185,7 @@ def test_last_checkpoint_carries_the_best_weights(tpsa_csv, tiny_config, tmp_pat
     from molsepnorm.checkpoint.run_dir import RunDir
 
     config = tiny_config(tpsa_csv, epochs=2)
+    config.train.checkpoint_every_seconds = 0  # last.pt at every epoch's end
     rd = RunDir(tmp_path / "run")
     rd.create()
     trainer = Trainer(config, _splits(config), run_dir=rd)
