@@ -33,7 +33,7 @@ _ANALYZE = "molsepnorm.analysis.api:analyze_checkpoints"
 def analyze(models: Sequence[str], labels: Sequence[str], split: str, out_dir: str, dataset: Optional[str],
             data_root: Optional[str], smiles_column: Optional[str], target_columns: Optional[str],
             id_column: Optional[str], split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str],
-            batch_size: int, device: str, max_points: int, threads: Optional[int]) -> None:
+            on_invalid: Optional[str], batch_size: int, device: str, max_points: int, threads: Optional[int]) -> None:
     """Graph-token embeddings of one or more models: spectrum, effective rank, uniformity.
 
     For each model, the graph-token embeddings (after the final norm) of every molecule of
@@ -56,7 +56,8 @@ def analyze(models: Sequence[str], labels: Sequence[str], split: str, out_dir: s
     set_threads(threads)
     from molsepnorm.analysis.api import analyze_checkpoints
 
-    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, id_column=id_column)
+    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, id_column=id_column,
+                             on_invalid=on_invalid)
     try:
         result = analyze_checkpoints(list(models), dataset=dataset, split=split, labels=list(labels) or None,
                                      data_root=data_root, options=options or None, batch_size=batch_size,

@@ -22,7 +22,7 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
               help="Also write the metrics as JSON to this file ('-' for stdout only).")
 def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional[str], smiles_column: Optional[str],
              target_columns: Optional[str], id_column: Optional[str], split_by: Optional[str],
-             split_seed: Optional[int], vocab: Optional[str], batch_size: int, device: str,
+             split_seed: Optional[int], vocab: Optional[str], on_invalid: Optional[str], batch_size: int, device: str,
              json_path: Optional[str]) -> None:
     """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
 
@@ -39,7 +39,8 @@ def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional
     from molsepnorm.inference.evaluate import evaluate_checkpoint
     from molsepnorm.inference.metrics import summary_table
 
-    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, id_column=id_column)
+    options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, id_column=id_column,
+                             on_invalid=on_invalid)
     try:
         report = evaluate_checkpoint(model, dataset=dataset, split=split, data_root=data_root,
                                      options=options or None, batch_size=batch_size, device=device)

@@ -102,6 +102,10 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
         click.option("--split-seed", type=int, default=None, help="CSV/SDF: seed of a random or scaffold split."),
         click.option("--vocab", type=VOCAB, default=None,
                      help="CSV/SDF: featurizer vocabulary (default ogb: any element)."),
+        click.option("--on-invalid", type=LibraryChoice("molsepnorm.data.labelled:ON_INVALID"), default=None,
+                     help="CSV/SDF: a row whose molecule cannot be read (or lies outside --vocab): error (default: "
+                          "stop, naming every such row) or skip (leave it out; the rows are listed in the log and "
+                          "in the data set's skipped list)."),
     ]
     if deprecated_split:
         options.append(click.option("--split", "split_alias", default=None, hidden=True, callback=_split_alias,
@@ -128,6 +132,7 @@ def dataset_kwargs(
     vocab: Optional[str] = None,
     split_alias: Optional[str] = None,
     id_column: Optional[str] = None,
+    on_invalid: Optional[str] = None,
 ) -> dict[str, Any]:
     """The keyword arguments of :func:`molsepnorm.load_dataset` given on the command line."""
     kwargs: dict[str, Any] = {}
@@ -145,6 +150,8 @@ def dataset_kwargs(
         kwargs["vocab"] = vocab
     if id_column is not None:
         kwargs["id_column"] = id_column
+    if on_invalid is not None:
+        kwargs["on_invalid"] = on_invalid
     return kwargs
 
 

@@ -15,7 +15,7 @@ from molsepnorm.cli.options import dataset_kwargs, dataset_options
               help="Batch size at which to report the padding of plain vs size-bucketed batches.")
 def prepare(dataset: str, data_root: Optional[str], smiles_column: Optional[str], target_columns: Optional[str],
             id_column: Optional[str], split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str],
-            split_alias: Optional[str], batch_size: int) -> None:
+            split_alias: Optional[str], on_invalid: Optional[str], batch_size: int) -> None:
     """Build (or reuse) the processed cache of a data set and print its splits.
 
     The same cache is what `train`, `evaluate` and `analyze` read, so preparing once
@@ -30,7 +30,7 @@ def prepare(dataset: str, data_root: Optional[str], smiles_column: Optional[str]
     try:
         splits = load_dataset(dataset, root=data_root,
                               **dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, split_alias,
-                                               id_column))
+                                               id_column, on_invalid))
     except MolsepnormError as err:
         raise click.ClickException(str(err)) from err
     seconds = time.perf_counter() - start

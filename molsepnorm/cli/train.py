@@ -62,7 +62,8 @@ _OVERRIDES = {
     "freeze_encoder": "train.freeze_encoder",
     "train_fraction": "data.train_fraction",
 }
-_CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias", "id_column")
+_CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias", "id_column",
+              "on_invalid")
 # what --resume accepts besides the run directory
 
 

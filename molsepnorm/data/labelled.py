@@ -48,6 +48,9 @@ MISSING_TOKENS = frozenset({"", "nan", "na", "n/a", "none", "null"})
 MoleculeItem = Union[str, Any, InvalidMoleculeError]
 
 
+# what to do with a record whose molecule cannot be featurized: raise naming every such row, or leave it out
+ON_INVALID = ("error", "skip")
+
 class ProcessedGraphs(InMemoryDataset):
     """The graphs of one processed file, read from a file written by :meth:`save`."""
 
@@ -233,7 +236,7 @@ def check_options(vocab: str, on_invalid: str) -> None:
     """Raise ``ValueError`` for an unknown vocabulary or ``on_invalid``."""
     if vocab not in ("ogb", "zinc"):
         raise ValueError(f"vocab must be 'ogb' or 'zinc', got {vocab!r}")
-    if on_invalid not in ("error", "skip"):
+    if on_invalid not in ON_INVALID:
         raise ValueError(f"on_invalid must be 'error' or 'skip', got {on_invalid!r}")
 
 
@@ -280,8 +283,8 @@ def load_rows(
         what = "SMILES" if rows.records is None else "molecule record(s)"
         where = "row = line in the file" if rows.records is None else "record number, and its first line in the file"
         raise DatasetFormatError(
-            f"{label}: {len(skipped)} invalid {what} ({where}); fix them, or pass on_invalid='skip' to leave "
-            f"these {rows.unit}s out:\n{listing([str(s) for s in skipped])}")
+            f"{label}: {len(skipped)} invalid {what} ({where}); fix them, or leave these {rows.unit}s out with "
+            f"--on-invalid skip (on_invalid='skip' in Python):\n{listing([str(s) for s in skipped])}")
     y_all = rows.y
     all_missing = np.isnan(y_all[graph_rows]).all(axis=1) if graph_rows.size else np.zeros(0, dtype=bool)
     for i in graph_rows[all_missing]:

@@ -86,8 +86,10 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         trainer = Trainer(config, splits, run_dir=run_dir, env=env)
         if env.is_main:
             trainer.config.save_yaml(run_dir.config)  # resolved: model section completed by the data
-            run_dir.write_split(splits.split_indices, {"dataset": splits.name, "source": str(splits.source),
-                                                        **{k: v for k, v in splits.info.items()}})
+            info = {"dataset": splits.name, "source": str(splits.source), **dict(splits.info)}
+            if splits.skipped:  # the source's records left out, each with its row and reason
+                info["skipped"] = [str(row) for row in splits.skipped]
+            run_dir.write_split(splits.split_indices, info)
         return trainer.fit()
     finally:
         close_logger()

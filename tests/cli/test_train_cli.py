@@ -127,3 +127,21 @@ def test_cli_modules_do_not_import_torch():
     code = "import sys, molsepnorm.cli.main; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_invalid_skip(tmp_path):
+    csv = write_tpsa_csv(tmp_path / "bad.csv", n=120)
+    lines = csv.read_text().splitlines()
+    lines[9] = "C1CC," + lines[9].split(",", 1)[1]  # row 10 of the file (the header is row 1)
+    csv.write_text("\n".join(lines) + "\n")
+    args = ["--config", str(TINY), "--dataset", str(csv), "--epochs", "1", "--threads", "1", "--no-progress"]
+    result = CliRunner().invoke(train, [*args, "--out", str(tmp_path / "stopped")])
+    assert result.exit_code != 0
+    assert "row 10: 'C1CC'" in result.output and "--on-invalid skip" in result.output
+    result = CliRunner().invoke(train, [*args, "--on-invalid", "skip", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    split = json.loads((tmp_path / "run" / "split.json").read_text())
+    assert sum(split["sizes"].values()) == 119 and split["info"]["on_invalid"] == "skip"
+    assert len(split["info"]["skipped"]) == 1 and split["info"]["skipped"][0].startswith("row 10: 'C1CC': ")
+    used = {i for part in split["indices"].values() for i in part}
+    assert 8 not in used and used == set(range(120)) - {8}  # 0-based data row 8 is file row 10
