@@ -23,6 +23,7 @@ from typing import Any, Mapping, Optional, Union
 import yaml
 
 from molsepnorm.train.config import (
+    NONFINITE,
     ConfigError,
     check_choice,
     check_optimization,
@@ -101,6 +102,8 @@ class PretrainOptions:
     cpu_malloc: str = "heap"  # as molsepnorm train's train.cpu_malloc
     log_every: int = 50  # steps per row of metrics.jsonl
     checkpoint_every_steps: int = 500  # last.pt every N steps (and at the start and the end)
+    on_nonfinite: str = "stop"  # NaN/inf loss or gradient: "stop" (error naming the step and records) | "skip" the batch
+    max_skipped_batches: int = 10  # with "skip": stop after this many non-finite batches in a row
     progress: bool = True
 
     def validate(self) -> None:
@@ -119,8 +122,9 @@ class PretrainOptions:
         if self.max_steps is None and self.time_budget is None:
             raise ConfigError("pretrain: give max_steps or time_budget (or both): a corpus is read in passes "
                               "for as long as the budget allows")
+        check_choice("pretrain.on_nonfinite", self.on_nonfinite, NONFINITE)
         for name in ("max_steps", "batch_size", "max_tokens", "warmup_steps", "threads", "log_every",
-                     "checkpoint_every_steps"):
+                     "checkpoint_every_steps", "max_skipped_batches"):
             value = getattr(self, name)
             if value is None and name in ("max_steps", "max_tokens", "warmup_steps", "threads"):
                 continue

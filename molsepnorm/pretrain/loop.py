@@ -76,6 +76,8 @@ class PretrainProgress:
     seconds: float = 0.0  # training time so far (the time budget counts it)
     molecules: int = 0  # molecules this process trained on
     invalid: int = 0  # records of this process's blocks that gave no graph
+    skipped: int = 0  # non-finite batches skipped (pretrain.on_nonfinite = "skip")
+    skipped_in_a_row: int = 0
     position: dict[str, int] = field(default_factory=lambda: Position().to_dict())
     window: dict[str, float] = field(default_factory=dict)  # sums since the last metrics row
 
@@ -200,9 +202,11 @@ class Pretrainer:
                 position, batch = next(batches)
                 done = self.step(batch)
                 if not done.applied:
-                    raise NonFiniteLossError(
-                        f"{done.problem} at step {st.step + 1}, {self._where(position, batch)}. Try a lower --lr or "
-                        "check these molecules.")
+                    self._non_finite(done.problem, position, batch)
+                    st.position = position.to_dict()  # a resumed run does not meet this batch again
+                    t0 = time.perf_counter()
+                    continue
+                st.skipped_in_a_row = 0
                 st.step += 1
                 st.position = position.to_dict()
                 st.molecules += done.graphs
@@ -221,6 +225,20 @@ class Pretrainer:
             bar.close()
             batches.close()
         return self._finish(stopped)
+
+    def _non_finite(self, problem: Optional[str], position: Position, batch: GraphBatch) -> None:
+        """A batch whose loss or gradient was not finite (nothing was applied): stop naming it, or
+        (``on_nonfinite: skip``) log and count it, stopping after too many in a row."""
+        po, st = self.options, self.state
+        message = f"{problem} at step {st.step + 1}, {self._where(position, batch)}"
+        if po.on_nonfinite != "skip":
+            raise NonFiniteLossError(f"{message}. Try a lower --lr, check these molecules, or --on-nonfinite skip.")
+        st.skipped += 1
+        st.skipped_in_a_row += 1
+        if st.skipped_in_a_row > po.max_skipped_batches:
+            raise NonFiniteLossError(f"{message}: {st.skipped_in_a_row} non-finite batches in a row "
+                                     f"(pretrain.max_skipped_batches = {po.max_skipped_batches}); stopping")
+        log.warning("skipped a batch: %s", message)
 
     def _stop_reason(self) -> Optional[str]:
         po, st = self.options, self.state
@@ -255,6 +273,8 @@ class Pretrainer:
                                "lr": self.scheduler.get_last_lr()[0]}
         row.update({name: sums[name] / steps for name in PARTS if name in sums})
         row["invalid"] = int(sums["invalid"])
+        if self.options.on_nonfinite == "skip":
+            row["skipped_batches"] = st.skipped  # this process's, since the start
         row["seconds"] = st.seconds
         seconds = sums["seconds"] / self.env.world_size
         row["steps_per_second"] = steps / self.env.world_size / seconds if seconds > 0 else float("nan")

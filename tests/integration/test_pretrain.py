@@ -266,3 +266,41 @@ def test_two_cpu_processes_pretrain_with_rank0_io(tmp_path):
     blocks = [p["position"]["block"] for p in state["rank_progress"]]
     assert blocks[0] % 2 == 0 and blocks[1] % 2 == 1  # process r reads chunks r, r + 2, ...
     assert rows(run)[-1]["molecules"] == sum(p["molecules"] for p in state["rank_progress"])
+
+
+def _poison_losses(monkeypatch, bad_calls: set[int]) -> None:
+    """Make the pretext loss NaN on the given (1-based) calls of the training step."""
+    from molsepnorm.pretrain import loop
+
+    real = loop.PretrainStep.compute_loss
+    calls = {"n": 0}
+
+    def poisoned(self, batch):
+        calls["n"] += 1
+        loss = real(self, batch)
+        return loss * float("nan") if calls["n"] in bad_calls else loss
+
+    monkeypatch.setattr(loop.PretrainStep, "compute_loss", poisoned)
+
+
+def test_a_non_finite_batch_stops_pretraining_naming_it_or_is_skipped_with_on_nonfinite_skip(tmp_path, monkeypatch):
+    from molsepnorm.train.step import NonFiniteLossError
+
+    _poison_losses(monkeypatch, {4})
+    with pytest.raises(NonFiniteLossError, match=r"training loss is nan at step 4, pass 1, batch .*--on-nonfinite skip"):
+        pretrain(config(**{"pretrain.max_steps": 20}), out=tmp_path / "stop", console=False)
+
+    _poison_losses(monkeypatch, {4, 13})
+    result = pretrain(config(**{"pretrain.max_steps": 20, "pretrain.on_nonfinite": "skip"}),
+                      out=tmp_path / "skip", console=False)
+    assert result.steps == 20  # 22 batches drawn, 2 of them skipped
+    assert [(r["step"], r["skipped_batches"]) for r in rows(tmp_path / "skip")] == [(10, 1), (20, 2)]
+    skipped = [line for line in (tmp_path / "skip" / "train.log").read_text().splitlines() if "skipped a batch" in line]
+    assert len(skipped) == 2 and "at step 4," in skipped[0] and "at step 12," in skipped[1]
+    encoder = Checkpoint.load(tmp_path / "skip" / "encoder.pt")
+    assert all(torch.isfinite(v).all() for v in encoder.state_dict.values() if v.is_floating_point())
+
+    _poison_losses(monkeypatch, {3, 4, 5})
+    with pytest.raises(NonFiniteLossError, match=r"3 non-finite batches in a row.*max_skipped_batches = 2"):
+        pretrain(config(**{"pretrain.max_steps": 20, "pretrain.on_nonfinite": "skip",
+                           "pretrain.max_skipped_batches": 2}), out=tmp_path / "many", console=False)

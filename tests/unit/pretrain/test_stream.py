@@ -136,6 +136,8 @@ def test_config_errors_name_the_key():
         load_pretrain_config(None, {"corpus.corpus": "nci"})
     with pytest.raises(ConfigError, match="pretrain.objective must be one of masked, contrastive, both"):
         load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "pretrain.objective": "mlm"})
+    with pytest.raises(ConfigError, match="pretrain.on_nonfinite must be one of stop, skip"):
+        load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "pretrain.on_nonfinite": "nan"})
     with pytest.raises(ConfigError, match="pretrain.augment"):
         load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "pretrain.augment": ["crop"]})
     with pytest.raises(ConfigError, match="model.vocab is 'zinc' but corpus.vocab is 'ogb'"):
