@@ -47,9 +47,10 @@ MISSING_TOKENS = frozenset({"", "nan", "na", "n/a", "none", "null"})
 #: What a reader yields per record: a SMILES, an RDKit Mol (sanitized or not), or why it could not be read.
 MoleculeItem = Union[str, Any, InvalidMoleculeError]
 
-
-# what to do with a record whose molecule cannot be featurized: raise naming every such row, or leave it out
+#: A record whose molecule cannot be featurized: ``error`` (raise, naming every such row) or
+#: ``skip`` (leave it out, listed in :attr:`DatasetSplits.skipped`).
 ON_INVALID = ("error", "skip")
+
 
 class ProcessedGraphs(InMemoryDataset):
     """The graphs of one processed file, read from a file written by :meth:`save`."""
