@@ -43,7 +43,7 @@ from molsepnorm.train import distributed as ddp
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
 from molsepnorm.train.state import capture_rng_state, restore_rng_state, seed_everything
-from molsepnorm.train.step import NonFiniteLossError, TrainStep
+from molsepnorm.train.step import TrainStep, skip_or_stop
 
 log = logging.getLogger(LOGGER_NAME)
 
@@ -227,18 +227,13 @@ class Pretrainer:
         return self._finish(stopped)
 
     def _non_finite(self, problem: Optional[str], position: Position, batch: GraphBatch) -> None:
-        """A batch whose loss or gradient was not finite (nothing was applied): stop naming it, or
-        (``on_nonfinite: skip``) log and count it, stopping after too many in a row."""
+        """A batch nothing was applied from: ``pretrain.on_nonfinite`` stops naming it, or skips it."""
         po, st = self.options, self.state
-        message = f"{problem} at step {st.step + 1}, {self._where(position, batch)}"
-        if po.on_nonfinite != "skip":
-            raise NonFiniteLossError(f"{message}. Try a lower --lr, check these molecules, or --on-nonfinite skip.")
+        st.skipped_in_a_row = skip_or_stop(
+            f"{problem} at step {st.step + 1}, {self._where(position, batch)}",
+            "Try a lower --lr, check these molecules, or --on-nonfinite skip.", po.on_nonfinite,
+            st.skipped_in_a_row, po.max_skipped_batches, "pretrain")
         st.skipped += 1
-        st.skipped_in_a_row += 1
-        if st.skipped_in_a_row > po.max_skipped_batches:
-            raise NonFiniteLossError(f"{message}: {st.skipped_in_a_row} non-finite batches in a row "
-                                     f"(pretrain.max_skipped_batches = {po.max_skipped_batches}); stopping")
-        log.warning("skipped a batch: %s", message)
 
     def _stop_reason(self) -> Optional[str]:
         po, st = self.options, self.state

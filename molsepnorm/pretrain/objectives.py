@@ -8,9 +8,10 @@
   with a cross-entropy loss per column (``mask_targets="context"`` adds one more: the
   atom's environment with its bonded neighbours as a hashed class, after GROVER; and
   ``atom_head="mlp"`` puts a small decoder between the atom states and the logits).
-  With ``atom_loss="all"`` the visible atoms are predicted too (reconstructed), their loss averaged with the masked atoms': without it
-  the final states of visible atoms need not keep their own chemistry, and a readout of
-  the atom states (``cls+sum``) fine-tunes from a worse start than from random weights.
+  With ``atom_loss="all"`` the visible atoms are predicted too (reconstructed), their
+  loss averaged with the masked atoms': without it the final states of visible atoms need
+  not keep their own chemistry, and a readout of the atom states (``cls+sum``) fine-tunes
+  from a worse start than from random weights.
 * **Contrastive** (InfoNCE, van den Oord et al. 2018; as in SimCSE, Gao et al. 2021, and
   GraphCL, You et al. 2020): each molecule of the batch appears in two views, which differ
   by their random masks (``mask``), atoms left out (``drop_nodes``) and the model's

@@ -151,9 +151,9 @@ class TrainConfig:
                 raise ConfigError(f"train.patience must be a positive integer, 'auto' or 'off', "
                                   f"got {self.patience!r}") from None
         check_positive("train.checkpoint_every_steps", self.checkpoint_every_steps, allow_none=True)
-        if not isinstance(self.checkpoint_every_seconds, (int, float)) or isinstance(self.checkpoint_every_seconds, bool) \
-                or not self.checkpoint_every_seconds >= 0:
-            raise ConfigError(f"train.checkpoint_every_seconds must be a number >= 0, got {self.checkpoint_every_seconds!r}")
+        seconds = self.checkpoint_every_seconds
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds >= 0:
+            raise ConfigError(f"train.checkpoint_every_seconds must be a number >= 0, got {seconds!r}")
         check_positive("train.threads", self.threads, allow_none=True)
         check_positive("train.max_skipped_batches", self.max_skipped_batches)
         check_choice("train.on_nonfinite", self.on_nonfinite, NONFINITE)

@@ -49,7 +49,7 @@ from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
 from molsepnorm.train.state import (Progress, capture_rng_state, restore_rng_state, seed_everything,
                                     training_state)
-from molsepnorm.train.step import NonFiniteLossError, TrainStep, resolve_loss
+from molsepnorm.train.step import TrainStep, resolve_loss, skip_or_stop
 
 log = logging.getLogger(LOGGER_NAME)
 
@@ -184,7 +184,7 @@ class Trainer:
             torch.manual_seed(tc.seed + 1_000_003 * self.env.rank)
         self.state = Progress()
         self._best_state: Optional[dict[str, Tensor]] = None
-        self._unsaved_seconds: Optional[float] = None  # training seconds since last.pt was written; None: saved
+        self._unsaved_seconds = 0.0  # training seconds since last.pt was last written
         self._domain: Optional[ApplicabilityDomain] = None  # built when the first checkpoint is written
 
     def _budget(self) -> tuple[int, int]:
@@ -229,7 +229,7 @@ class Trainer:
                 break
             self._train_epoch()  # a last, partial epoch when max_steps ends it
             self._end_epoch()
-        if self._unsaved_seconds is not None:  # the last epoch's state, whatever train.checkpoint_every_seconds says
+        if self._unsaved_seconds > 0:  # the last epoch's state, whatever train.checkpoint_every_seconds says
             self._save_last()
         if stopped == "epochs" and self.tc.max_steps is not None and self.state.step >= self.tc.max_steps \
                 and (self.tc.epochs is None or self.state.epoch < self.max_epochs):
@@ -323,19 +323,13 @@ class Trainer:
                 self.ema.update(ddp.unwrap(self.model))
             self.state.skipped_in_a_row = 0
             return done
-        message = f"{done.problem} at {self._where(batch, index)}"
         st, tc = self.state, self.tc
-        if tc.on_nonfinite != "skip":
-            raise NonFiniteLossError(
-                f"{message}. Try a lower --lr, gradient clipping (train.clip_norm), check the targets for extreme "
-                "values, or skip such batches with --on-nonfinite skip."
-            )
-        st.skipped_in_a_row += 1
-        if st.skipped_in_a_row > tc.max_skipped_batches:
-            raise NonFiniteLossError(f"{message}: {st.skipped_in_a_row} non-finite batches in a row "
-                                     f"(train.max_skipped_batches = {tc.max_skipped_batches}); stopping")
+        st.skipped_in_a_row = skip_or_stop(
+            f"{done.problem} at {self._where(batch, index)}",
+            "Try a lower --lr, gradient clipping (train.clip_norm), check the targets for extreme values, or skip "
+            "such batches with --on-nonfinite skip.", tc.on_nonfinite, st.skipped_in_a_row, tc.max_skipped_batches,
+            "train")
         st.skipped_batches += 1
-        log.warning("skipped a batch: %s", message)
         return None
 
     def _where(self, batch: GraphBatch, index: int) -> str:
@@ -379,7 +373,7 @@ class Trainer:
         if improved and self.run_dir is not None:
             self._checkpoint("best", state_dict=self.eval_model.state_dict()).save(self.run_dir.best)
         # epoch_seconds is the same on every rank (all-reduced), so all ranks agree on saving (a collective)
-        self._unsaved_seconds = (self._unsaved_seconds or 0.0) + epoch_seconds
+        self._unsaved_seconds += epoch_seconds
         if self._unsaved_seconds >= self.tc.checkpoint_every_seconds:
             self._save_last()
 
@@ -431,7 +425,7 @@ class Trainer:
         return self._domain
 
     def _save_last(self) -> None:
-        self._unsaved_seconds = None
+        self._unsaved_seconds = 0.0
         # every rank's RNG state, so that a resumed DDP run also draws the same dropout masks
         rng = ddp.all_gather_objects(capture_rng_state(), self.env)
         if self.run_dir is None:

@@ -9,6 +9,7 @@ reports it and leaves the policy (stop, or skip the batch) to the epoch loop.
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -26,6 +27,23 @@ if TYPE_CHECKING:
 
 class NonFiniteLossError(MolsepnormError, FloatingPointError):
     """The training loss or its gradient became NaN or infinite; the message names the step and batch."""
+
+
+def skip_or_stop(message: str, advice: str, policy: str, in_a_row: int, max_in_a_row: int, section: str) -> int:
+    """The non-finite policy of ``train`` and ``pretrain`` for a batch nothing was applied from.
+
+    ``policy`` "stop" raises :class:`NonFiniteLossError` with ``message`` and ``advice``;
+    "skip" logs the skip and returns the new count of skips in a row (``in_a_row + 1``),
+    raising once it exceeds ``max_in_a_row`` (``<section>.max_skipped_batches``).
+    """
+    if policy != "skip":
+        raise NonFiniteLossError(f"{message}. {advice}")
+    in_a_row += 1
+    if in_a_row > max_in_a_row:
+        raise NonFiniteLossError(f"{message}: {in_a_row} non-finite batches in a row "
+                                 f"({section}.max_skipped_batches = {max_in_a_row}); stopping")
+    logging.getLogger("molsepnorm.train").warning("skipped a batch: %s", message)
+    return in_a_row
 
 
 def batch_loss(kind: str, out: Tensor, target: Tensor) -> Tensor:
