@@ -1,6 +1,7 @@
 """Time forward + backward of a Graphormer-slim layer stack with several attention kernels.
 
     python scripts/bench_attention.py [--batch 256 --nodes 40 --layers 12 --repeats 5 --compile]
+    python scripts/bench_attention.py --short-rows [--batch 26 --threads 1]
 
 The stack is molsepnorm's own :class:`~molsepnorm.nn.graphormer.GraphormerLayer` (SepNorm,
 pre-LN, dropout 0.1 everywhere, training mode) with only the attention kernel swapped;
@@ -14,6 +15,10 @@ Variants:
   baddbmm     the math variant with the scale and the bias add fused into one baddbmm
   sdpa-nograd sdpa with a bias that needs no gradient: shows what a learned bias costs
   compile     torch.compile of the math stack (with --compile; cold compile time excluded)
+
+``--short-rows`` times only the softmax over the last dimension, forward + backward on
+(B, H, L, L) scores for L = 4..32: ``torch.softmax`` against
+:func:`molsepnorm.nn.attention.softmax_last`, which pads rows shorter than one SIMD vector.
 
 Variants run round robin; wall-clock min / median and the process CPU time are printed.
 On a machine shared with other jobs, prefer ``--threads 1`` and the CPU-time column:
@@ -30,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from molsepnorm.nn.attention import BiasedSelfAttention
+from molsepnorm.nn.attention import CPU_SOFTMAX_MIN_WIDTH, BiasedSelfAttention, softmax_last
 from molsepnorm.nn.graphormer import GraphormerConfig, GraphormerLayer
 
 Kernel = Callable[[Tensor, Tensor, Tensor, Tensor, float], Tensor]  # q, k, v (B, H, L, d), bias, p -> (B, H, L, d)
@@ -95,6 +100,29 @@ def step(stack: nn.Module, x: Tensor, bias: Tensor, mask: Tensor) -> tuple[float
     return dt, dc
 
 
+def short_rows(batch: int, heads: int, repeats: int) -> None:
+    """Softmax forward + backward on (batch, heads, L, L) for small L: torch's kernel against softmax_last."""
+    print(f"softmax over the last dim, forward + backward, B={batch}, H={heads}, {torch.get_num_threads()} "
+          f"threads, CPU capability {torch.backends.cpu.get_cpu_capability()}, rows padded below "
+          f"{CPU_SOFTMAX_MIN_WIDTH}, torch {torch.__version__}")
+    print(f"{'L':>3} {'torch.softmax us':>16} {'softmax_last us':>15} {'ratio':>6}")
+    for L in (4, 6, 8, 10, 12, 14, 15, 16, 20, 24, 32):
+        x = torch.randn(batch, heads, L, L)
+        x[..., L - L // 4:] = float("-inf")  # padded keys, as in a batch
+        x.requires_grad_(True)
+        g = torch.randn(batch, heads, L, L)
+        best = {}
+        for name, f in (("torch", lambda s: torch.softmax(s, dim=-1)), ("ours", softmax_last)):
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                for _ in range(50):
+                    f(x).backward(g)
+                times.append((time.perf_counter() - t0) / 50)
+            best[name] = min(times)
+        print(f"{L:>3} {best['torch'] * 1e6:>16.0f} {best['ours'] * 1e6:>15.0f} {best['torch'] / best['ours']:>5.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=256)
@@ -106,10 +134,14 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--compile", action="store_true", help="also time torch.compile (cold compile ~40 s)")
+    ap.add_argument("--short-rows", action="store_true", help="time only the softmax of short rows (see above)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    if args.short_rows:
+        short_rows(args.batch, args.heads, args.repeats)
+        return
 
     cfg = GraphormerConfig(vocab="zinc", atom_dims=[28], bond_dims=[4], num_layers=args.layers,
                            hidden_dim=args.hidden, ffn_dim=args.hidden, num_heads=args.heads)

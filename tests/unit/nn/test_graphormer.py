@@ -384,3 +384,24 @@ def test_new_keys_are_validated():
         small_config(readout="sum")
     with pytest.raises(ValueError, match="first_cls_norm"):
         small_config(first_cls_norm="group")
+
+
+@pytest.mark.parametrize("length", [1, 3, 9, 15, 16, 17, 40])
+def test_softmax_last_equals_torch_softmax_values_and_gradients(length):
+    """Short rows are padded with -inf for speed on CPU: values and gradients stay torch's."""
+    from molsepnorm.nn.attention import softmax_last
+
+    torch.manual_seed(length)
+    scores = torch.randn(3, 2, length, length)
+    if length > 2:
+        scores[..., -2:] = float("-inf")  # padded keys, as in a batch
+    a = scores.clone().requires_grad_(True)
+    b = scores.clone().requires_grad_(True)
+    out = softmax_last(a)
+    ref = torch.softmax(b, dim=-1)
+    assert out.shape == ref.shape
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    g = torch.randn_like(ref)
+    out.backward(g)
+    ref.backward(g)
+    torch.testing.assert_close(a.grad, b.grad, atol=1e-6, rtol=0)
