@@ -19,9 +19,9 @@ stays in reduced precision and the bias is added in float32, so neither its -inf
 its small values are rounded.  Attention dropout uses :func:`molsepnorm.nn.dropout.dropout`.
 
 Small molecules make short attention rows, and PyTorch's CPU softmax takes a scalar path
-for a last dimension shorter than one SIMD vector (16 floats with AVX-512), 4-7x slower
-than for a row of 16 (forward + backward); :func:`softmax_last` pads such rows with -inf
-to the vector width first (figures in ``docs/benchmarks.md``).
+for a last dimension shorter than one SIMD vector (16 floats with AVX-512), several times
+slower than for a full row; :func:`softmax_last` pads such rows with -inf to the vector
+width first (figures in ``docs/benchmarks.md``).
 """
 from __future__ import annotations
 
