@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from molsepnorm.checkpoint.scaling import TargetScaler
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.train import distributed as ddp
+from molsepnorm.train.logs import LOGGER_NAME
 
 if TYPE_CHECKING:
     from molsepnorm.data.collate import GraphBatch
@@ -42,7 +43,7 @@ def skip_or_stop(message: str, advice: str, policy: str, in_a_row: int, max_in_a
     if in_a_row > max_in_a_row:
         raise NonFiniteLossError(f"{message}: {in_a_row} non-finite batches in a row "
                                  f"({section}.max_skipped_batches = {max_in_a_row}); stopping")
-    logging.getLogger("molsepnorm.train").warning("skipped a batch: %s", message)
+    logging.getLogger(LOGGER_NAME).warning("skipped a batch: %s", message)
     return in_a_row
 
 
