@@ -28,6 +28,7 @@ _OVERRIDES = {
     "atom_loss": "pretrain.atom_loss",
     "atom_head": "pretrain.atom_head",
     "temperature": "pretrain.temperature",
+    "motif_weight": "pretrain.motif_weight",
     "max_steps": "pretrain.max_steps",
     "time_budget": "pretrain.time_budget",
     "batch_size": "pretrain.batch_size",
@@ -79,6 +80,9 @@ _OVERRIDES = {
                    "dropout (the model's dropout only, SimCSE).")
 @click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=None,
               help="InfoNCE temperature (default 0.1).")
+@click.option("--motif-weight", type=click.FloatRange(min=0), default=None,
+              help="Weight of the functional-group count loss on the readout (GROVER's motifs, RDKit's 85 "
+                   "fragment patterns), added to the objective; 0 (default): off.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Optimizer steps (the learning rate decays over them).")
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None,

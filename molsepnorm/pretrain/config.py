@@ -81,6 +81,7 @@ class PretrainOptions:
     temperature: float = 0.1  # InfoNCE temperature
     masked_weight: float = 1.0  # weight of the masked-atom loss in "both"
     contrastive_weight: float = 1.0  # weight of the contrastive loss in "both"
+    motif_weight: float = 0.0  # > 0: add the functional-group count loss (GROVER's motifs) with this weight
     max_steps: Optional[int] = None  # optimizer steps
     time_budget: Optional[float] = None  # minutes of training (summed over resumes)
     batch_size: int = 64  # molecules per batch (per process under DDP)
@@ -140,7 +141,7 @@ class PretrainOptions:
                 raise ConfigError(f"pretrain.{name} must be in (0, 1), got {getattr(self, name)}")
         if not self.temperature > 0:
             raise ConfigError(f"pretrain.temperature must be positive, got {self.temperature}")
-        for name in ("masked_weight", "contrastive_weight"):
+        for name in ("masked_weight", "contrastive_weight", "motif_weight"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"pretrain.{name} must be >= 0, got {getattr(self, name)}")
         check_optimization("pretrain", self)
@@ -152,6 +153,10 @@ class PretrainOptions:
     @property
     def uses_contrastive(self) -> bool:
         return self.objective in ("contrastive", "both")
+
+    @property
+    def uses_motifs(self) -> bool:
+        return self.motif_weight > 0
 
 
 @dataclass

@@ -37,7 +37,7 @@ from molsepnorm.errors import MolsepnormError
 from molsepnorm.predict.readers import Record
 from molsepnorm.pretrain.config import DEFAULT_WARMUP_WITHOUT_MAX_STEPS, PretrainExperiment
 from molsepnorm.pretrain.corpus import Corpus, open_corpus
-from molsepnorm.pretrain.objectives import PretextModel, describe
+from molsepnorm.pretrain.objectives import PretextModel, describe, graph_motif_counts
 from molsepnorm.pretrain.stream import CorpusStream, Position
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.logs import LOGGER_NAME
@@ -48,7 +48,8 @@ from molsepnorm.train.step import TrainStep, skip_or_stop
 log = logging.getLogger(LOGGER_NAME)
 
 #: The metrics a row of metrics.jsonl averages over its steps (those of the objective).
-PARTS = ("loss", "masked_loss", "masked_acc", "visible_loss", "visible_acc", "contrastive_loss", "contrastive_acc")
+PARTS = ("loss", "masked_loss", "masked_acc", "visible_loss", "visible_acc", "contrastive_loss", "contrastive_acc",
+         "motif_loss")
 MAX_INVALID_LOGGED = 20  # invalid molecules named in the log one by one; the rest are counted
 
 
@@ -153,7 +154,7 @@ class Pretrainer:
         self.stream = CorpusStream(
             self.corpus, self.config.vocab, cc.chunk_size, po.batch_size, po.batching, po.max_tokens, po.seed,
             self.model_config.multi_hop_max_dist, self.env.rank, self.env.world_size, po.num_workers, cc.limit,
-            cc.max_atoms, on_invalid=self._invalid)
+            cc.max_atoms, on_invalid=self._invalid, graph_targets=graph_motif_counts if po.uses_motifs else None)
 
         params = [p for p in self.pretext.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=po.lr, betas=tuple(po.adam_betas), eps=po.adam_eps,

@@ -23,6 +23,11 @@
 
 * ``both``: ``masked_weight * L_masked + contrastive_weight * L_contrastive``, the masked
   atoms of both views being predicted.
+* **Motifs** (GROVER's graph-level task, Rong et al. 2020), added to any of the above with
+  ``motif_weight`` > 0: a linear head on the readout the fine-tuning head reads (the graph
+  token, with the atom sum under ``readout="cls+sum"``) predicts how often each of RDKit's
+  functional-group patterns occurs (:mod:`molsepnorm.chem.motifs`), as ``log(1 + count)``
+  with a squared error, from the same (masked) forward pass.
 
 The two views are one batch of 2B molecules, so every step is one forward pass of the
 encoder (:meth:`Graphormer.encode <molsepnorm.nn.graphormer.Graphormer.encode>`, the
@@ -33,10 +38,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from molsepnorm.chem.motifs import motif_counts, motif_names
 from molsepnorm.data.collate import GraphBatch
 from molsepnorm.nn.graphormer import Graphormer
 from molsepnorm.pretrain.config import PretrainOptions
@@ -53,9 +60,14 @@ def stack_views(batch: GraphBatch, views: int) -> GraphBatch:
         x=batch.x.repeat(views, 1, 1), node_mask=batch.node_mask.repeat(views, 1),
         degree=batch.degree.repeat(views, 1), spd=batch.spd.repeat(views, 1, 1),
         edge_attr=batch.edge_attr.repeat(views, 1), edge_path=torch.cat(paths, 0),
-        num_nodes=batch.num_nodes.repeat(views), y=None,
+        num_nodes=batch.num_nodes.repeat(views), y=None if batch.y is None else batch.y.repeat(views, 1),
         smiles=None if batch.smiles is None else batch.smiles * views,
     )
+
+
+def graph_motif_counts(graph: Any) -> np.ndarray:
+    """The motif targets of a featurized molecule (a ``MolGraph``): the counts of its SMILES, (M,)."""
+    return motif_counts(graph.smiles)
 
 
 def choose_atoms(real: Tensor, rate: float, at_least: int, keep: int) -> Tensor:
@@ -123,13 +135,14 @@ class PretextModel(nn.Module):
                                                                                nn.Linear(D, out)))
         self.projection = (nn.Sequential(nn.Linear(D, D), nn.ReLU(), nn.Linear(D, D))
                            if options.uses_contrastive else None)
+        self.motif_head = nn.Linear(encoder.head.in_features, len(motif_names())) if options.uses_motifs else None
         self.reset_heads()
 
     def reset_heads(self) -> None:
         """N(0, 0.02) weights, zero biases, as the encoder's own initialization."""
         if self.mask_token is not None:
             nn.init.normal_(self.mask_token, std=0.02)
-        for module in (self.atom_head, self.projection):
+        for module in (self.atom_head, self.projection, self.motif_head):
             if module is None:
                 continue
             for layer in module.modules():
@@ -175,7 +188,22 @@ class PretextModel(nn.Module):
             weight = opt.contrastive_weight if opt.objective == "both" else 1.0
             loss = loss + weight * contrastive
             parts.update(contrastive_loss=contrastive.detach(), contrastive_acc=accuracy)
+        if self.motif_head is not None:
+            motif_loss = self._motifs(h, big)
+            loss = loss + opt.motif_weight * motif_loss
+            parts.update(motif_loss=motif_loss.detach())
         return loss, parts
+
+    def _motifs(self, h: Tensor, batch: GraphBatch) -> Tensor:
+        """Mean squared error of the predicted ``log(1 + count)`` of every motif; molecules
+        whose counts are NaN (unreadable SMILES) are left out."""
+        assert self.motif_head is not None
+        if batch.y is None:
+            raise ValueError("motif pretraining needs each batch's motif counts as y (CorpusStream graph_targets)")
+        predicted = self.motif_head(self.encoder.readout(h, batch).float())  # (V*B, M)
+        target = torch.log1p(batch.y.to(predicted.device).float())
+        known = ~torch.isnan(target)
+        return F.mse_loss(predicted[known], target[known]) if known.any() else predicted.sum() * 0.0
 
     def _atom_targets(self, batch: GraphBatch) -> Tensor:
         """Every atom's target columns: its features (B, N, F), plus its environment class
@@ -239,4 +267,6 @@ def describe(options: PretrainOptions) -> str:
         parts.append(f"InfoNCE on the graph token (tau {options.temperature}, views: {', '.join(options.augment)})")
     if options.objective == "both":
         parts = [f"{options.masked_weight} x {parts[0]}", f"{options.contrastive_weight} x {parts[1]}"]
+    if options.uses_motifs:
+        parts.append(f"{options.motif_weight} x functional-group counts from the readout")
     return " + ".join(parts)

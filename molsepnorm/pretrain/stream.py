@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator, Mapping, Optional
 
 import numpy as np
+import torch
 
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.errors import MolsepnormError
@@ -64,12 +65,17 @@ class CorpusStream:
         max_atoms: larger molecules are left out (reported through ``on_invalid``).
         on_invalid: called with each record that gives no graph and the reason, in the
             first pass only (and not again when a resume featurizes a block a second time).
+        graph_targets: computes each molecule's graph-level pretext targets from its
+            graph, (M,) float (such as :func:`~molsepnorm.chem.motifs.motif_counts` of its
+            SMILES); a block's are computed when it is featurized and batched as ``y``
+            (B, M).  None: batches carry no ``y``.
     """
 
     def __init__(self, corpus: Corpus, vocab: str, chunk_size: int, batch_size: int, batching: str = "bucket",
                  max_tokens: Optional[int] = None, seed: int = 0, multi_hop_max_dist: int = 5, rank: int = 0,
                  world_size: int = 1, workers: int = 0, limit: Optional[int] = None, max_atoms: Optional[int] = None,
-                 on_invalid: Optional[Callable[[Record, str], None]] = None) -> None:
+                 on_invalid: Optional[Callable[[Record, str], None]] = None,
+                 graph_targets: Optional[Callable[[Any], np.ndarray]] = None) -> None:
         self.corpus = corpus
         self.vocab = vocab
         self.chunk_size = int(chunk_size)
@@ -83,6 +89,7 @@ class CorpusStream:
         self.limit = limit
         self.max_atoms = max_atoms
         self.on_invalid = on_invalid or (lambda record, reason: None)
+        self.graph_targets = graph_targets
 
     def start(self) -> Position:
         """The position of a run that has not begun: pass 0, this process's first block."""
@@ -105,9 +112,13 @@ class CorpusStream:
                 for block, graphs in blocks:
                     done = skip if block == first else 0
                     order = self._batches(graphs, corpus_pass, block)
+                    targets = self._targets(graphs) if done < len(order) else None
                     for k in range(done, len(order)):
                         found = True
-                        yield Position(corpus_pass, block, k + 1), self.collate([graphs[i] for i in order[k]])
+                        batch = self.collate([graphs[i] for i in order[k]])
+                        if targets is not None:
+                            batch.y = torch.from_numpy(targets[order[k]])
+                        yield Position(corpus_pass, block, k + 1), batch
             if not found and first == self.rank and skip == 0:
                 raise MolsepnormError(
                     f"corpus {self.corpus.name}: a whole pass gave process {self.rank} of {self.world_size} no "
@@ -132,6 +143,12 @@ class CorpusStream:
                         self.on_invalid(record, str(item.error))
                 if graphs:
                     yield block, graphs
+
+    def _targets(self, graphs: list[Any]) -> Optional[np.ndarray]:
+        """The graph-level targets of a block's molecules, (n, M) float32, or None."""
+        if self.graph_targets is None:
+            return None
+        return np.stack([np.asarray(self.graph_targets(g), dtype=np.float32) for g in graphs])
 
     def _batches(self, graphs: list[Any], corpus_pass: int, block: int) -> list[list[int]]:
         """The batches of a block (indices into ``graphs``), fixed by ``(seed, pass, block)``."""

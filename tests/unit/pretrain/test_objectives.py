@@ -150,3 +150,27 @@ def test_context_target_adds_one_softmax_over_the_environment_classes():
     loss, _ = model(batch())
     loss.backward()
     assert torch.isfinite(loss) and model.atom_head.weight.grad is not None
+
+
+@pytest.mark.parametrize("objective", ["masked", "both"])
+def test_motif_loss_reads_the_readout_and_is_the_squared_error_of_log_counts(objective):
+    from molsepnorm.chem.motifs import motif_counts
+
+    b = batch()
+    b.y = torch.stack([torch.from_numpy(motif_counts(s)) for s in SMILES])
+    b.y[SMILES.index("C")] = float("nan")  # an unreadable molecule is left out, not taught zeros
+    options = PretrainOptions(objective=objective, max_steps=1, motif_weight=2.0)
+    model = PretextModel(encoder(), options).train()
+    torch.manual_seed(3)
+    loss, parts = model(b)
+    loss.backward()
+    assert torch.isfinite(loss) and "motif_loss" in parts
+    assert model.motif_head.weight.grad is not None and model.motif_head.weight.grad.abs().sum() > 0
+    # the head is zero-initialized in its bias and small in its weights: at the start the loss is
+    # close to the mean of log(1 + count)^2 over the readable molecules
+    known = torch.log1p(torch.cat([b.y[:SMILES.index("C")], b.y[SMILES.index("C") + 1:]]))
+    assert abs(float(parts["motif_loss"]) - float((known ** 2).mean())) < 0.05
+    without = PretextModel(encoder(), PretrainOptions(objective=objective, max_steps=1))
+    assert without.motif_head is None
+    with pytest.raises(ValueError, match="motif counts"):
+        model(batch())

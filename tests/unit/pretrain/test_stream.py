@@ -64,6 +64,23 @@ def test_a_resumed_stream_yields_the_same_batches(tmp_path):
             assert torch.equal(x.x, y.x) and torch.equal(x.edge_path, y.edge_path)
 
 
+def test_graph_targets_travel_with_their_molecules_and_survive_a_resume(tmp_path):
+    from molsepnorm.chem.motifs import motif_counts
+    from molsepnorm.pretrain.objectives import graph_motif_counts
+
+    path = write_csv(tmp_path / "mols.csv", nci_smiles(60))
+    s = stream(path, graph_targets=graph_motif_counts)
+    run = list(itertools.islice(s.batches(s.start()), 6))
+    for _, batch in run:
+        assert batch.y.shape == (batch.num_graphs, 85)
+        for smiles, row in zip(batch.smiles, batch.y):
+            assert torch.equal(row, torch.from_numpy(motif_counts(smiles)))
+    again = list(itertools.islice(stream(path, graph_targets=graph_motif_counts).batches(run[1][0]), 4))
+    for (_, x), (_, y) in zip(again, run[2:]):
+        assert torch.equal(x.y, y.y)
+    assert next(stream(path).batches(Position()))[1].y is None
+
+
 def test_passes_shuffle_differently(tmp_path):
     path = write_csv(tmp_path / "mols.csv", nci_smiles(80))
     s = stream(path)
