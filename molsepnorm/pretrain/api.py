@@ -11,7 +11,7 @@ import datetime as _dt
 import logging
 import os
 from pathlib import Path
-from typing import Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.pretrain.config import PretrainExperiment, load_pretrain_config
@@ -71,7 +71,7 @@ def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.pretrain.loop import Pretrainer
 
-    rd, config = read_resumable(run_dir, PretrainExperiment.from_dict, device, data_root, progress,
+    rd, config = read_resumable(run_dir, _saved_config, device, data_root, progress,
                                 sections=("pretrain", "corpus"))
     env = ddp.setup(config.pretrain.device)
     try:
@@ -90,6 +90,14 @@ def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[
     finally:
         close_logger()
         ddp.teardown()
+
+
+def _saved_config(raw: Mapping[str, Any], source: str) -> PretrainExperiment:
+    """A run's own ``config.yaml``.  One written before the motif objective existed has no
+    ``pretrain.motif_weight``: that run trained without it, whatever today's default."""
+    pretrain = dict(raw.get("pretrain") or {})
+    pretrain.setdefault("motif_weight", 0.0)
+    return PretrainExperiment.from_dict({**raw, "pretrain": pretrain}, source=source)
 
 
 __all__ = ["default_run_dir", "load_pretrain_config", "pretrain", "resume"]

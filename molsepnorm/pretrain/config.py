@@ -81,7 +81,7 @@ class PretrainOptions:
     temperature: float = 0.1  # InfoNCE temperature
     masked_weight: float = 1.0  # weight of the masked-atom loss in "both"
     contrastive_weight: float = 1.0  # weight of the contrastive loss in "both"
-    motif_weight: float = 0.0  # > 0: add the functional-group count loss (GROVER's motifs) with this weight
+    motif_weight: float = 1.0  # > 0: add the functional-group count loss (GROVER's motifs) with this weight; 0: off
     max_steps: Optional[int] = None  # optimizer steps
     time_budget: Optional[float] = None  # minutes of training (summed over resumes)
     batch_size: int = 64  # molecules per batch (per process under DDP)

@@ -49,9 +49,11 @@ def test_cli_pretrain_writes_a_run_directory_and_an_encoder_checkpoint(tmp_path,
     assert RUN_FILES <= {p.name for p in run.iterdir()} and not list(run.glob("*.tmp"))
     history = rows(run)
     assert [r["step"] for r in history] == [10, 20, 30]
-    # the default objective: masked atoms scored on every atom, the visible ones reconstructed
-    assert {"loss", "masked_loss", "masked_acc", "visible_loss", "visible_acc", "lr", "pass",
+    # the default objective: masked atoms scored on every atom, the visible ones reconstructed,
+    # and the functional-group counts from the readout
+    assert {"loss", "masked_loss", "masked_acc", "visible_loss", "visible_acc", "motif_loss", "lr", "pass",
             "molecules", "invalid"} <= set(history[0]) and "contrastive_loss" not in history[0]
+    assert history[-1]["motif_loss"] < history[0]["motif_loss"]
     assert history[-1]["loss"] < history[0]["loss"]
 
     encoder = Checkpoint.load(run / "encoder.pt")  # the one checkpoint loader

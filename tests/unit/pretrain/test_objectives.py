@@ -18,7 +18,16 @@ K = 3
 
 
 def batch(vocab: str = "ogb"):
-    return collate_graphs([featurize_graph(s, vocab) for s in SMILES], K)
+    """The molecules as the corpus stream batches them: with their motif counts as y."""
+    return with_motifs(collate_graphs([featurize_graph(s, vocab) for s in SMILES], K))
+
+
+def with_motifs(b):
+    """The batch with each molecule's motif counts as y, as the corpus stream gives it."""
+    from molsepnorm.chem.motifs import motif_counts
+
+    b.y = torch.stack([torch.from_numpy(motif_counts(s)) for s in b.smiles])
+    return b
 
 
 def encoder(vocab: str = "ogb", dropout: float = 0.0) -> Graphormer:
@@ -77,6 +86,7 @@ def test_every_trainable_parameter_gets_a_gradient_and_the_task_head_none(object
             assert p.grad is not None, name
     assert ("masked_loss" in parts) == (objective != "contrastive")
     assert ("contrastive_acc" in parts) == (objective != "masked")
+    assert "motif_loss" in parts
     assert (model.mask_token is None) == (augment == ["dropout"] and objective == "contrastive")
 
 
@@ -157,7 +167,6 @@ def test_motif_loss_reads_the_readout_and_is_the_squared_error_of_log_counts(obj
     from molsepnorm.chem.motifs import motif_counts
 
     b = batch()
-    b.y = torch.stack([torch.from_numpy(motif_counts(s)) for s in SMILES])
     b.y[SMILES.index("C")] = float("nan")  # an unreadable molecule is left out, not taught zeros
     options = PretrainOptions(objective=objective, max_steps=1, motif_weight=2.0)
     model = PretextModel(encoder(), options).train()
@@ -170,7 +179,7 @@ def test_motif_loss_reads_the_readout_and_is_the_squared_error_of_log_counts(obj
     # close to the mean of log(1 + count)^2 over the readable molecules
     known = torch.log1p(torch.cat([b.y[:SMILES.index("C")], b.y[SMILES.index("C") + 1:]]))
     assert abs(float(parts["motif_loss"]) - float((known ** 2).mean())) < 0.05
-    without = PretextModel(encoder(), PretrainOptions(objective=objective, max_steps=1))
+    without = PretextModel(encoder(), PretrainOptions(objective=objective, max_steps=1, motif_weight=0.0))
     assert without.motif_head is None
     with pytest.raises(ValueError, match="motif counts"):
-        model(batch())
+        model(collate_graphs([featurize_graph(s, "ogb") for s in SMILES], K))
