@@ -70,6 +70,14 @@ BUNDLED: dict[str, BundledModel] = {
                     "default SepNorm Graphormer fine-tuned from a MOSES-pretrained encoder",
         ),
         BundledModel(
+            name="moses-encoder",
+            checkpoint="moses-encoder.pt",
+            card="moses-encoder.md",
+            summary="pretrained encoder for your own CSV / SDF (OGB vocabulary, every element): the default SepNorm "
+                    "Graphormer, masked atoms and functional-group counts on 152k MOSES molecules",
+            kind="encoder",
+        ),
+        BundledModel(
             name="moses-encoder-zinc",
             checkpoint="moses-encoder-zinc.pt",
             card="moses-encoder-zinc.md",
