@@ -67,8 +67,8 @@ class CorpusStream:
             first pass only (and not again when a resume featurizes a block a second time).
         graph_targets: computes each molecule's graph-level pretext targets from its
             graph, (M,) float (such as :func:`~molsepnorm.chem.motifs.motif_counts` of its
-            SMILES); a block's are computed when it is featurized and batched as ``y``
-            (B, M).  None: batches carry no ``y``.
+            SMILES); a block's are computed in this process when the block is reached and
+            batched as ``y`` (B, M).  None: batches carry no ``y``.
     """
 
     def __init__(self, corpus: Corpus, vocab: str, chunk_size: int, batch_size: int, batching: str = "bucket",
