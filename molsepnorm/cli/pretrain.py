@@ -82,7 +82,7 @@ _OVERRIDES = {
               help="InfoNCE temperature (default 0.1).")
 @click.option("--motif-weight", type=click.FloatRange(min=0), default=None,
               help="Weight of the functional-group count loss on the readout (GROVER's motifs, RDKit's 85 "
-                   "fragment patterns), added to the objective; 0 (default): off.")
+                   "fragment patterns), added to the objective (default 1; 0: off).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Optimizer steps (the learning rate decays over them).")
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None,
