@@ -66,7 +66,7 @@ BUNDLED: dict[str, BundledModel] = {
             name="hiv-activity",
             checkpoint="hiv-activity.pt",
             card="hiv-activity.md",
-            summary="probability of HIV replication inhibition (molhiv, scaffold split, test ROC-AUC 0.716); the "
+            summary="probability of HIV replication inhibition (molhiv, scaffold split, test ROC-AUC 0.783); the "
                     "default SepNorm Graphormer fine-tuned from a MOSES-pretrained encoder",
         ),
         BundledModel(
