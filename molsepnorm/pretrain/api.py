@@ -71,7 +71,7 @@ def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.pretrain.loop import Pretrainer
 
-    rd, config = read_resumable(run_dir, _saved_config, device, data_root, progress,
+    rd, config = read_resumable(run_dir, saved_config, device, data_root, progress,
                                 sections=("pretrain", "corpus"))
     env = ddp.setup(config.pretrain.device)
     try:
@@ -92,7 +92,7 @@ def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[
         ddp.teardown()
 
 
-def _saved_config(raw: Mapping[str, Any], source: str) -> PretrainExperiment:
+def saved_config(raw: Mapping[str, Any], source: str) -> PretrainExperiment:
     """A run's own ``config.yaml``.  One written before the motif objective existed has no
     ``pretrain.motif_weight``: that run trained without it, whatever today's default."""
     pretrain = dict(raw.get("pretrain") or {})

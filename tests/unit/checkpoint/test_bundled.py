@@ -65,9 +65,9 @@ def test_bundled_encoder_is_a_pretrain_encoder_pt_with_its_preset_and_card(encod
     ckpt = Checkpoint.load(encoder.path)
     assert ckpt.kind == "encoder" and ckpt.task.type == "pretrained" and ckpt.training_state is None
     preset = yaml.safe_load(encoder.path.with_suffix(".yaml").read_text())
-    from molsepnorm.pretrain.api import _saved_config
+    from molsepnorm.pretrain.api import saved_config
 
-    saved = _saved_config(ckpt.config, str(encoder.path))  # as a resume reads it (no motif_weight: off)
+    saved = saved_config(ckpt.config, str(encoder.path))  # as a resume reads it (no motif_weight: off)
     for key, value in preset["pretrain"].items():
         assert getattr(saved.pretrain, key) == value, key
     for key, value in preset["corpus"].items():

@@ -151,12 +151,12 @@ def test_molhiv_corpus_is_its_training_split(data_root):
 def test_a_run_saved_before_the_motif_objective_resumes_without_it():
     """The committed run of docs/pretraining (its config.yaml predates ``motif_weight``) is
     resumed as it was trained, not with today's default; a new configuration has the default."""
-    from molsepnorm.pretrain.api import _saved_config
+    from molsepnorm.pretrain.api import saved_config
     from molsepnorm.train.config import read_yaml
 
     raw = read_yaml(REPO / "docs" / "pretraining" / "run-moses-both" / "config.yaml")
     assert "motif_weight" not in raw["pretrain"]
-    assert _saved_config(raw, "config.yaml").pretrain.motif_weight == 0.0
+    assert saved_config(raw, "config.yaml").pretrain.motif_weight == 0.0
     assert load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5}).pretrain.motif_weight == 1.0
     with pytest.raises(ConfigError, match="pretrain.motif_weight must be >= 0"):
         load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "pretrain.motif_weight": -1})
