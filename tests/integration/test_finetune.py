@@ -174,7 +174,8 @@ def test_the_bundled_ogb_encoder_fine_tunes_a_user_csv_by_name(tmp_path, tpsa):
     assert encoder.task.type == "pretrained" and encoder.featurizer.vocab == "ogb" and encoder.step == 2500
     config = load_experiment_config(None, {"data.dataset": str(tpsa), "train.progress": False, "train.threads": 1,
                                            "train.init": "moses-encoder"})
-    trainer = Trainer(config, load_dataset(str(tpsa), progress=False))
+    splits = load_dataset(str(tpsa), progress=False)
+    trainer = Trainer(config, splits)
     state = trainer.model.state_dict()
     for key, value in encoder_items(encoder.state_dict).items():
         assert torch.equal(state[key], value), key
@@ -184,4 +185,7 @@ def test_the_bundled_ogb_encoder_fine_tunes_a_user_csv_by_name(tmp_path, tpsa):
     history = [json.loads(line) for line in (tmp_path / "ft" / "metrics.jsonl").read_text().splitlines()]
     assert history[-1]["train_loss"] < history[0]["train_loss"]
     assert "init: encoder from moses-encoder" in (tmp_path / "ft" / "train.log").read_text()
-    assert result.test["mae"] < 40  # TPSA spreads over about 0-200 Å²: a model, not noise
+    train_y = torch.cat([g.y.view(-1) for g in splits.train])
+    test_y = torch.cat([g.y.view(-1) for g in splits.test])
+    constant = float((test_y - train_y.mean()).abs().mean())  # the best guess that ignores the molecule
+    assert result.test["mae"] < 0.8 * constant, (result.test, constant)
