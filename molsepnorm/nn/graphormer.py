@@ -135,10 +135,10 @@ class GraphormerConfig:
     @classmethod
     def from_yaml(cls, path: Union[str, Path]) -> "GraphormerConfig":
         """Read the top-level ``model:`` mapping of a YAML file (other sections are ignored)."""
-        import yaml
+        from molsepnorm._yaml import safe_load
 
         with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh) or {}
+            doc = safe_load(fh) or {}
         if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
             raise ValueError(f"{path}: expected a top-level 'model:' mapping of GraphormerConfig fields")
         return cls.from_dict(doc["model"])

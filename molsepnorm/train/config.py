@@ -25,6 +25,7 @@ from typing import Any, Mapping, Optional, Union
 
 import yaml
 
+from molsepnorm._yaml import safe_load
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.inference.device import DEVICES
 
@@ -284,7 +285,7 @@ def read_yaml(path: PathLike) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"configuration file not found: {path}") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if raw is None:
@@ -341,6 +342,14 @@ def dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
     unknown = set(values) - names
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(names)}")
+    for field in dataclasses.fields(cls):  # numbers and switches: a quoted value is an error, not text
+        value = values.get(field.name, field.default)
+        if value is None and ("Optional" in str(field.type) or "None" in str(field.type)):
+            continue
+        if isinstance(field.default, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{where}.{field.name} must be a number, got {value!r}")
+        if isinstance(field.default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{where}.{field.name} must be true or false, got {value!r}")
     try:
         return cls(**values)
     except TypeError as exc:  # pragma: no cover - guarded by the key check above

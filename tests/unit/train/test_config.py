@@ -81,6 +81,9 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"patience": 0}, "data": {"dataset": "d"}}, "train.patience"),
     ({"train": {"checkpoint_every_seconds": -1}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
     ({"train": {"checkpoint_every_seconds": "often"}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
+    ({"train": {"lr": "fast"}, "data": {"dataset": "d"}}, "train.lr must be a number, got 'fast'"),
+    ({"train": {"weight_decay": True}, "data": {"dataset": "d"}}, "train.weight_decay must be a number"),
+    ({"train": {"progress": "no"}, "data": {"dataset": "d"}}, "train.progress must be true or false"),
     ({}, "data.dataset"),
     ({"data": {"dataset": "d", "train_fraction": 0}}, "data.train_fraction must be in"),
     ({"data": {"dataset": "d", "train_fraction": 1.5}}, "data.train_fraction must be in"),
@@ -89,6 +92,16 @@ def test_invalid_configs_are_named(raw, fragment):
     with pytest.raises(ConfigError, match=fragment.replace(".", r"\.")):
         config = ExperimentConfig.from_dict(raw)
         config.validate()
+
+
+def test_numbers_written_with_an_exponent_are_numbers(tmp_path):
+    # YAML 1.1 (PyYAML) reads 1e-3 as a string; a config file means the number
+    path = tmp_path / "lr.yaml"
+    path.write_text("train:\n  lr: 1e-3\n  end_lr: 1E-9\n  weight_decay: 0\n  clip_norm: null\ndata:\n  dataset: d\n")
+    config = load_experiment_config(path)
+    assert config.train.lr == 1e-3 and isinstance(config.train.lr, float)
+    assert config.train.end_lr == 1e-9
+    assert config.train.weight_decay == 0 and config.train.clip_norm is None
 
 
 def test_bad_override_key():
