@@ -204,7 +204,7 @@ def experiment(name: str, args: argparse.Namespace, **train: Any) -> Any:
     vocabulary, 5 hops)."""
     from molsepnorm.train.config import load_experiment_config
 
-    overrides = {"data.dataset": name, "train.batch_size": args.batch_size, "train.device": args.device,
+    overrides = {"data.dataset": name, "train.init": "none", "train.batch_size": args.batch_size, "train.device": args.device,
                  "train.threads": args.threads, "train.cpu_malloc": args.cpu_malloc, "train.progress": False,
                  "train.epochs": 1, "train.max_steps": None, "train.seed": 0}
     if name == "molhiv":

@@ -58,7 +58,7 @@ def run_one(args: argparse.Namespace, norm: str, seed: int, run_dir: Path) -> st
         for leftover in ("metrics.jsonl", "metrics.csv"):
             (run_dir / leftover).unlink(missing_ok=True)
     overrides = {
-        "model.norm": norm, "train.seed": seed, "data.dataset": args.dataset, "data.data_root": args.data_root,
+        "model.norm": norm, "train.init": "none", "train.seed": seed, "data.dataset": args.dataset, "data.data_root": args.data_root,
         "train.epochs": args.epochs, "train.max_steps": args.max_steps, "train.batch_size": args.batch_size,
         "train.lr": args.lr, "train.device": args.device, "train.progress": progress,
     }

@@ -23,7 +23,7 @@ from pathlib import Path
 
 
 
-def run(dataset: str, fraction: float, seed: int, out: Path, init: str | None, threads: int,
+def run(dataset: str, fraction: float, seed: int, out: Path, init: str, threads: int,
         overrides: dict) -> dict:
     from molsepnorm.train import train
     from molsepnorm.train.config import load_experiment_config
@@ -64,15 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for seed in args.seeds:
         for tag in args.arms:
-            init = args.encoder if tag == "init" else None
-            arm = {**overrides, **init_overrides} if init else overrides
+            init = args.encoder if tag == "init" else "none"
+            arm = {**overrides, **init_overrides} if tag == "init" else overrides
             row = run(args.dataset, args.fraction, seed, work / f"{tag}-seed{seed}", init, args.threads, arm)
             rows.append(row)
             print(f"seed {seed} {tag:8s} test MAE {row['test']['mae']:.3f}  ({row['seconds']:.0f} s, "
                   f"best epoch {row['best_epoch']} of {row['epochs']})", flush=True)
     summary = {}
     for tag in args.arms:
-        maes = [r["test"]["mae"] for r in rows if (r["init"] is not None) == (tag == "init")]
+        maes = [r["test"]["mae"] for r in rows if (r["init"] != "none") == (tag == "init")]
         summary[tag] = {"mae_mean": statistics.fmean(maes), "mae_std": statistics.pstdev(maes), "maes": maes}
         print(f"{tag} {summary[tag]['mae_mean']:.3f} ± {summary[tag]['mae_std']:.3f}")
     if len(summary) == 2:

@@ -88,6 +88,9 @@ BUNDLED: dict[str, BundledModel] = {
     )
 }
 DEFAULT_MODEL = "hiv-activity"
+#: The encoder ``molsepnorm train`` starts from by default (``train.init: auto``), by the
+#: atom vocabulary the data is featurized in.
+DEFAULT_ENCODERS = {"ogb": "moses-encoder", "zinc": "moses-encoder-zinc"}
 
 
 class UnknownModelError(MolsepnormError, ValueError):

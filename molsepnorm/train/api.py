@@ -59,8 +59,10 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         out: the run directory (default :func:`default_run_dir`); must not hold a run yet.
         console: log to the terminal as well as to ``train.log``.
         init: fine-tune: a checkpoint (``molsepnorm pretrain``'s ``encoder.pt``, a
-            ``best.pt``) or bundled model name whose encoder starts the model
-            (``train.init``; see :mod:`molsepnorm.train.init`).
+            ``best.pt``) or bundled model name whose encoder starts the model, ``"none"``
+            (from scratch) or ``"auto"`` (``train.init``, whose default is ``"auto"``: the
+            bundled encoder of the data's vocabulary if the model is its architecture; see
+            :mod:`molsepnorm.train.init`); None: the config's.
         freeze_encoder: train the head only (``train.freeze_encoder``).
 
     Returns:

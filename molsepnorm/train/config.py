@@ -128,8 +128,10 @@ class TrainConfig:
     max_skipped_batches: int = 10  # with "skip": stop after this many non-finite batches in a row
     progress: bool = True  # progress bar on the terminal (rank 0 only)
     # fine-tuning (molsepnorm.train.init): a checkpoint file or bundled model name whose encoder starts the
-    # model (its architecture overrides the model section); freeze_encoder: train the head only
-    init: Optional[str] = None
+    # model (its architecture overrides the model section); "auto": the bundled encoder of the data's
+    # vocabulary when the model section is its architecture (the default one), else none; "none" or
+    # None: from scratch. freeze_encoder: train the head only
+    init: Optional[str] = "auto"
     freeze_encoder: bool = False
 
     def validate(self) -> None:

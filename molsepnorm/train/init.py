@@ -13,6 +13,11 @@ bundled model by name, or a fine-tuned ``best.pt`` / ``last.pt``.
 * The **weights** of the encoder are loaded; the **head** is kept when the checkpoint was
   trained on the same task and targets (continuing a fine-tuned model; its target scaling
   too), otherwise a new head is initialised and the log says so.
+* **By default** (``train.init: auto``) a run fine-tunes the bundled encoder of its data's
+  vocabulary (:data:`~molsepnorm.checkpoint.bundled.DEFAULT_ENCODERS`) when the model
+  section asks for nothing but that encoder's architecture, and trains from scratch when
+  it names another (a ShareNorm, a deeper model); ``--init none`` trains from scratch.
+  :func:`resolve_init` decides, and the run's ``config.yaml`` records the outcome.
 * ``--freeze-encoder`` (a linear probe): only the head trains; the encoder's parameters
   get no gradient and its modules stay in eval mode (no dropout, norm statistics fixed).
 """
@@ -36,6 +41,9 @@ log = logging.getLogger(LOGGER_NAME)
 #: regularization, and the head (which is new unless the task and targets match).
 OWN_KEYS = ("dropout", "attention_dropout", "activation_dropout", "readout", "num_tasks")
 HEAD = "head."  # the task head's parameters in a Graphormer state dict
+AUTO, NONE = "auto", "none"  # train.init: the default encoder if it fits; from scratch
+#: model keys that come from the data, not the architecture
+DATA_KEYS = ("atom_dims", "bond_dims", "vocab")
 
 
 class InitError(MolsepnormError, ValueError):
@@ -54,6 +62,35 @@ def load_init(spec: str) -> Checkpoint:
         raise InitError(f"--init {spec}: {err}") from None
 
 
+def explicit_init(spec: Optional[str]) -> Optional[str]:
+    """``train.init`` when it names a checkpoint or model, else None (``auto``, ``none``, unset)."""
+    return None if spec is None or spec in (AUTO, NONE) else spec
+
+
+def resolve_init(config: ExperimentConfig, vocab: str) -> Optional[str]:
+    """The checkpoint or model name a run of ``config`` on data in ``vocab`` starts from,
+    or None (from scratch): ``train.init`` itself unless it is ``auto``, which means the
+    bundled encoder of ``vocab`` when every architecture key the model section gives has
+    that encoder's value (the log says which, and why not)."""
+    from molsepnorm.checkpoint.bundled import DEFAULT_ENCODERS
+
+    spec = config.train.init
+    if spec != AUTO:
+        return explicit_init(spec)
+    name = DEFAULT_ENCODERS.get(vocab)
+    if name is None:
+        log.info("init: from scratch (no bundled encoder reads the %r vocabulary)", vocab)
+        return None
+    encoder = load_init(name).model_config
+    differ = sorted(key for key, value in dict(config.model).items()
+                    if key not in OWN_KEYS + DATA_KEYS and encoder.get(key) != value)
+    if differ:
+        log.info("init: from scratch (train.init auto): %s %s not the bundled encoder %s's",
+                 ", ".join(f"model.{key}" for key in differ), "is" if len(differ) == 1 else "are", name)
+        return None
+    return name
+
+
 def keeps_head(init: Checkpoint, splits: Any) -> bool:
     """Whether the init's head predicts this data set's task and targets (then it is kept)."""
     return init.task.type == splits.task and list(init.task.target_names) == list(splits.target_names)
@@ -64,10 +101,11 @@ def with_init_vocabulary(config: ExperimentConfig) -> ExperimentConfig:
     (unless the data options name one): call before the data is loaded."""
     from molsepnorm.data.registry import looks_like_table
 
-    if not config.train.init or "vocab" in config.data.options or not looks_like_table(str(config.data.dataset)):
+    spec = explicit_init(config.train.init)
+    if spec is None or "vocab" in config.data.options or not looks_like_table(str(config.data.dataset)):
         return config
     resolved = copy.deepcopy(config)
-    resolved.data.options["vocab"] = load_init(config.train.init).featurizer.vocab
+    resolved.data.options["vocab"] = load_init(spec).featurizer.vocab
     return resolved
 
 

@@ -189,3 +189,40 @@ def test_the_bundled_ogb_encoder_fine_tunes_a_user_csv_by_name(tmp_path, tpsa):
     test_y = torch.cat([g.y.view(-1) for g in splits.test])
     constant = float((test_y - train_y.mean()).abs().mean())  # the best guess that ignores the molecule
     assert result.test["mae"] < 0.8 * constant, (result.test, constant)
+
+
+@pytest.mark.parametrize("dataset, encoder", [("csv", "moses-encoder"), ("zinc-subset", "moses-encoder-zinc")])
+def test_by_default_training_starts_from_the_bundled_encoder_of_the_vocabulary(dataset, encoder, tpsa, data_root):
+    """``train.init: auto`` (the default): the default architecture starts from the bundled
+    encoder of the data's vocabulary, and the run's resolved config names it."""
+    from molsepnorm.data.registry import load_dataset
+    from molsepnorm.train.loop import Trainer
+
+    name = str(tpsa) if dataset == "csv" else dataset
+    config = load_experiment_config(None, {"data.dataset": name, "train.progress": False, "train.threads": 1})
+    assert config.train.init == "auto"
+    splits = load_dataset(name, progress=False)
+    trainer = Trainer(config, splits)
+    assert trainer.config.train.init == encoder and config.train.init == "auto"  # the caller's config unchanged
+    state = trainer.model.state_dict()
+    for key, value in encoder_items(Checkpoint.load(encoder).state_dict).items():
+        assert torch.equal(state[key], value), key
+
+
+def test_another_architecture_or_init_none_trains_from_scratch(tpsa, caplog):
+    from molsepnorm.data.registry import load_dataset
+    from molsepnorm.train.loop import Trainer
+
+    splits = load_dataset(str(tpsa), progress=False)
+    encoder = encoder_items(Checkpoint.load("moses-encoder").state_dict)
+    base = {"data.dataset": str(tpsa), "train.progress": False, "train.threads": 1}
+    with caplog.at_level("INFO", logger="molsepnorm"):
+        share = Trainer(load_experiment_config(None, {**base, "model.norm": "share"}), splits)
+    assert share.config.train.init is None and share.init is None
+    assert "init: from scratch (train.init auto): model.norm is not the bundled encoder moses-encoder's" in caplog.text
+    dropout = Trainer(load_experiment_config(None, {**base, "model.dropout": 0.1}), splits)  # not architecture
+    assert dropout.config.train.init == "moses-encoder"
+    scratch = Trainer(load_experiment_config(None, {**base, "train.init": "none"}), splits)
+    assert scratch.config.train.init is None
+    state = scratch.model.state_dict()
+    assert not any(torch.equal(state[k], v) for k, v in encoder.items() if v.numel() > 1)
