@@ -11,8 +11,8 @@ from rdkit import Chem
 from rdkit.Chem import rdMolDescriptors
 
 from molsepnorm.checkpoint import Checkpoint, CheckpointError
-from molsepnorm.checkpoint.bundled import BUNDLED, DEFAULT_MODEL, UnknownModelError, bundled_models, model_listing, \
-    resolve_model
+from molsepnorm.checkpoint.bundled import BUNDLED, DEFAULT_ENCODERS, DEFAULT_MODEL, UnknownModelError, bundled_models, \
+    model_listing, resolve_model
 
 REPO = Path(__file__).resolve().parents[3]
 MODELS = [m for m in BUNDLED.values() if m.kind == "model"]
@@ -79,6 +79,20 @@ def test_bundled_encoder_is_a_pretrain_encoder_pt_with_its_preset_and_card(encod
     assert f"{ckpt.step:,} steps" in card and f"{ckpt.metrics['pretrain']['molecules']:,} molecules" in card
     listing = model_listing(encoder)
     assert listing["kind"] == "encoder" and listing["task"] == "pretrained" and listing["steps"] == ckpt.step
+
+
+@pytest.mark.parametrize("vocab", sorted(DEFAULT_ENCODERS))
+def test_the_default_start_of_training_is_a_bundled_encoder_of_its_vocabulary_and_the_default_model(vocab):
+    from molsepnorm.nn.graphormer import GraphormerConfig
+    from molsepnorm.train.init import DATA_KEYS, OWN_KEYS
+
+    encoder = BUNDLED[DEFAULT_ENCODERS[vocab]]
+    ckpt = Checkpoint.load(encoder.path)
+    assert encoder.kind == "encoder" and ckpt.featurizer.vocab == vocab
+    default = GraphormerConfig().to_dict()  # what train.init auto needs to pick it for a default run
+    architecture = {k: v for k, v in ckpt.model_config.items() if k not in OWN_KEYS + DATA_KEYS}
+    assert architecture == {k: default[k] for k in architecture}
+    assert "by default" in encoder.card_path.read_text(encoding="utf-8")
 
 
 def test_bundled_model_predicts_tpsa_of_known_drugs(bundled_predictor):
