@@ -1,0 +1,81 @@
+"""How many molecules of each split of a data set also occur in a pretraining corpus.
+
+Pretraining reads no labels, but a test molecule the encoder has already seen (unlabelled)
+is worth knowing about when a fine-tuned figure is read.  Molecules are compared by
+RDKit's canonical SMILES.
+
+    python scripts/corpus_overlap.py --data runs/cmp/zinc-subset/data.csv \\
+        --corpus ../shared/data/moses/train.csv.gz
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import sys
+from pathlib import Path
+from typing import Iterator, Optional
+
+
+def canonical(smiles: str) -> Optional[str]:
+    from rdkit import Chem
+
+    mol = Chem.MolFromSmiles(smiles)
+    return Chem.MolToSmiles(mol) if mol is not None else None
+
+
+def corpus_smiles(path: Path) -> Iterator[str]:
+    """The first column of a CSV (with a header) or .smi file, gzipped or not."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as fh:  # type: ignore[operator]
+        if ".csv" in path.suffixes:
+            reader = csv.reader(fh)
+            next(reader, None)
+            for row in reader:
+                if row:
+                    yield row[0]
+        else:
+            for line in fh:
+                if line.strip():
+                    yield line.split()[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, help="CSV with smiles and split columns (compare_chemprop's data.csv)")
+    parser.add_argument("--smiles-column", default="smiles")
+    parser.add_argument("--split-column", default="split")
+    parser.add_argument("--corpus", required=True, help="the pretraining corpus file (.csv / .smi, gzipped or not)")
+    parser.add_argument("--out", help="JSON file to write")
+    args = parser.parse_args(argv)
+
+    from rdkit import RDLogger
+
+    RDLogger.DisableLog("rdApp.*")
+    splits: dict[str, set[str]] = {}
+    with open(args.data, newline="") as fh:
+        for row in csv.DictReader(fh):
+            key = canonical(row[args.smiles_column])
+            if key is not None:
+                splits.setdefault(row[args.split_column], set()).add(key)
+    wanted = set().union(*splits.values())
+    found: set[str] = set()
+    total = 0
+    for smiles in corpus_smiles(Path(args.corpus)):
+        total += 1
+        key = canonical(smiles)
+        if key in wanted:
+            found.add(key)
+    result = {"command": " ".join(["python", *sys.argv]), "corpus_molecules": total,
+              "splits": {name: {"molecules": len(keys), "in_corpus": len(keys & found)} for name, keys in splits.items()}}
+    for name, counts in result["splits"].items():
+        print(f"{name}: {counts['in_corpus']:,} of {counts['molecules']:,} molecules are in the corpus")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
