@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from molsepnorm.cli.options import NORM, LibraryChoice, dataset_options, device_option
 from molsepnorm.checkpoint.bundled import DEFAULT_ENCODERS
+from molsepnorm.cli.options import NORM, LibraryChoice, dataset_options, device_option
 from molsepnorm.cli.runs import refuse_changes_on_resume, spawn
 
 
