@@ -4,18 +4,16 @@ Pretraining reads no labels, but a test molecule the encoder has already seen (u
 is worth knowing about when a fine-tuned figure is read.  Molecules are compared by
 RDKit's canonical SMILES.
 
-    python scripts/corpus_overlap.py --data runs/cmp/zinc-subset/data.csv \\
-        --corpus ../shared/data/moses/train.csv.gz
+    python scripts/corpus_overlap.py --data runs/cmp/zinc-subset/data.csv --corpus moses
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import json
 import sys
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 
 def canonical(smiles: str) -> Optional[str]:
@@ -25,28 +23,14 @@ def canonical(smiles: str) -> Optional[str]:
     return Chem.MolToSmiles(mol) if mol is not None else None
 
 
-def corpus_smiles(path: Path) -> Iterator[str]:
-    """The first column of a CSV (with a header) or .smi file, gzipped or not."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", newline="") as fh:  # type: ignore[operator]
-        if ".csv" in path.suffixes:
-            reader = csv.reader(fh)
-            next(reader, None)
-            for row in reader:
-                if row:
-                    yield row[0]
-        else:
-            for line in fh:
-                if line.strip():
-                    yield line.split()[0]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="CSV with smiles and split columns (compare_chemprop's data.csv)")
     parser.add_argument("--smiles-column", default="smiles")
     parser.add_argument("--split-column", default="split")
-    parser.add_argument("--corpus", required=True, help="the pretraining corpus file (.csv / .smi, gzipped or not)")
+    parser.add_argument("--corpus", required=True,
+                        help="the pretraining corpus as `molsepnorm pretrain --corpus` reads it: moses, molhiv, "
+                             "nci or a file")
     parser.add_argument("--predictions", nargs="*", default=[],
                         help="predict outputs (CSV with smiles and --target columns) of the test split: their MAE on "
                              "the molecules in the corpus and on the others")
@@ -69,13 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set().union(*splits.values())
     found: set[str] = set()
     total = 0
-    for smiles in corpus_smiles(Path(args.corpus)):
+    from molsepnorm.pretrain.config import CorpusConfig
+    from molsepnorm.pretrain.corpus import open_corpus
+
+    for record in open_corpus(CorpusConfig(corpus=args.corpus)).records():
         total += 1
-        key = canonical(smiles)
+        key = canonical(record.smiles)
         if key in wanted:
             found.add(key)
     result = {"command": " ".join(["python", *sys.argv]), "corpus_molecules": total,
-              "splits": {name: {"molecules": len(keys), "in_corpus": len(keys & found)} for name, keys in splits.items()}}
+              "splits": {name: {"molecules": len(keys), "in_corpus": len(keys & found)}
+                         for name, keys in splits.items()}}
     for name, counts in result["splits"].items():
         print(f"{name}: {counts['in_corpus']:,} of {counts['molecules']:,} molecules are in the corpus")
     result["test_mae"] = []

@@ -67,28 +67,30 @@ def explicit_init(spec: Optional[str]) -> Optional[str]:
     return None if spec is None or spec in (AUTO, NONE) else spec
 
 
-def resolve_init(config: ExperimentConfig, vocab: str) -> Optional[str]:
-    """The checkpoint or model name a run of ``config`` on data in ``vocab`` starts from,
-    or None (from scratch): ``train.init`` itself unless it is ``auto``, which means the
-    bundled encoder of ``vocab`` when every architecture key the model section gives has
-    that encoder's value (the log says which, and why not)."""
+def resolve_init(config: ExperimentConfig, vocab: str) -> tuple[Optional[str], Optional[Checkpoint]]:
+    """What a run of ``config`` on data in ``vocab`` starts from: ``(spec, checkpoint)``,
+    or ``(None, None)`` for from scratch.  ``train.init`` itself unless it is ``auto``,
+    which means the bundled encoder of ``vocab`` when every architecture key the model
+    section gives has that encoder's value (the log says which, and why not).  The
+    checkpoint is read once, here."""
     from molsepnorm.checkpoint.bundled import DEFAULT_ENCODERS
 
     spec = config.train.init
     if spec != AUTO:
-        return explicit_init(spec)
+        spec = explicit_init(spec)
+        return spec, (load_init(spec) if spec else None)
     name = DEFAULT_ENCODERS.get(vocab)
     if name is None:
         log.info("init: from scratch (no bundled encoder reads the %r vocabulary)", vocab)
-        return None
-    encoder = load_init(name).model_config
+        return None, None
+    encoder = load_init(name)
     differ = sorted(key for key, value in dict(config.model).items()
-                    if key not in OWN_KEYS + DATA_KEYS and encoder.get(key) != value)
+                    if key not in OWN_KEYS + DATA_KEYS and encoder.model_config.get(key) != value)
     if differ:
         log.info("init: from scratch (train.init auto): %s %s not the bundled encoder %s's",
                  ", ".join(f"model.{key}" for key in differ), "is" if len(differ) == 1 else "are", name)
-        return None
-    return name
+        return None, None
+    return name, encoder
 
 
 def keeps_head(init: Checkpoint, splits: Any) -> bool:

@@ -44,7 +44,7 @@ from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
 from molsepnorm.train.config import ExperimentConfig, resolve_patience
 from molsepnorm.train.ema import WeightEMA
-from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, init_scaler, load_init, load_init_weights,
+from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, init_scaler, load_init_weights,
                                    resolve_init)
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
@@ -121,11 +121,10 @@ class Trainer:
         if not splits.labelled:
             raise MolsepnormError(f"data set {splits.name!r} is unlabelled (it has no targets): training fits "
                                   "targets; an unlabelled corpus serves pretraining and prediction")
-        spec = resolve_init(config, splits.vocab)  # fine-tuning (train.init); None: from scratch
+        spec, self.init = resolve_init(config, splits.vocab)  # fine-tuning (train.init); None: from scratch
         if spec != config.train.init:
             config = copy.deepcopy(config)
             config.train.init = spec  # what the run's config.yaml records
-        self.init = load_init(spec) if spec else None
         self.config = resolve_config(init_config(config, self.init, splits) if self.init else config, splits)
         self.tc = tc = self.config.train
         self.splits = splits
