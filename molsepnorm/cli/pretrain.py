@@ -29,6 +29,7 @@ _OVERRIDES = {
     "atom_head": "pretrain.atom_head",
     "temperature": "pretrain.temperature",
     "motif_weight": "pretrain.motif_weight",
+    "motif_environments": "pretrain.motif_environments",
     "max_steps": "pretrain.max_steps",
     "time_budget": "pretrain.time_budget",
     "batch_size": "pretrain.batch_size",
@@ -83,6 +84,9 @@ _OVERRIDES = {
 @click.option("--motif-weight", type=click.FloatRange(min=0), default=None,
               help="Weight of the functional-group count loss on the readout (GROVER's motifs, RDKit's 85 "
                    "fragment patterns), added to the objective (default 1; 0: off).")
+@click.option("--motif-environments", type=click.IntRange(min=0), default=None,
+              help="Also count the molecule's atom environments (ECFP radius 0 and 1) hashed into this many "
+                   "buckets among the readout's targets (default 0: off).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Optimizer steps (the learning rate decays over them).")
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None,

@@ -82,6 +82,7 @@ class PretrainOptions:
     masked_weight: float = 1.0  # weight of the masked-atom loss in "both"
     contrastive_weight: float = 1.0  # weight of the contrastive loss in "both"
     motif_weight: float = 1.0  # > 0: add the functional-group count loss (GROVER's motifs) with this weight; 0: off
+    motif_environments: int = 0  # > 0: the motif targets also count atom environments (radius 0, 1) in this many buckets
     max_steps: Optional[int] = None  # optimizer steps
     time_budget: Optional[float] = None  # minutes of training (summed over resumes)
     batch_size: int = 64  # molecules per batch (per process under DDP)
@@ -134,6 +135,9 @@ class PretrainOptions:
                     raise ConfigError(f"pretrain.warmup_steps must be >= 0, got {value!r}")
                 continue
             check_positive(f"pretrain.{name}", value)
+        if not isinstance(self.motif_environments, int) or isinstance(self.motif_environments, bool) \
+                or self.motif_environments < 0:
+            raise ConfigError(f"pretrain.motif_environments must be an integer >= 0, got {self.motif_environments!r}")
         if self.time_budget is not None and not self.time_budget > 0:
             raise ConfigError(f"pretrain.time_budget must be positive (minutes), got {self.time_budget}")
         for name in ("mask_rate", "drop_rate"):

@@ -23,6 +23,7 @@ import copy
 import logging
 import time
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
@@ -154,7 +155,8 @@ class Pretrainer:
         self.stream = CorpusStream(
             self.corpus, self.config.vocab, cc.chunk_size, po.batch_size, po.batching, po.max_tokens, po.seed,
             self.model_config.multi_hop_max_dist, self.env.rank, self.env.world_size, po.num_workers, cc.limit,
-            cc.max_atoms, on_invalid=self._invalid, graph_targets=graph_motif_counts if po.uses_motifs else None)
+            cc.max_atoms, on_invalid=self._invalid,
+            graph_targets=partial(graph_motif_counts, environments=po.motif_environments) if po.uses_motifs else None)
 
         params = [p for p in self.pretext.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=po.lr, betas=tuple(po.adam_betas), eps=po.adam_eps,

@@ -27,7 +27,8 @@
   ``motif_weight`` > 0: a linear head on the readout the fine-tuning head reads (the graph
   token, with the atom sum under ``readout="cls+sum"``) predicts how often each of RDKit's
   functional-group patterns occurs (:mod:`molsepnorm.chem.motifs`), as ``log(1 + count)``
-  with a squared error, from the same (masked) forward pass.
+  with a squared error, from the same (masked) forward pass; with ``motif_environments``
+  > 0 it also predicts the counts of the molecule's hashed radius-0/1 atom environments.
 
 The two views are one batch of 2B molecules, so every step is one forward pass of the
 encoder (:meth:`Graphormer.encode <molsepnorm.nn.graphormer.Graphormer.encode>`, the
@@ -43,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from molsepnorm.chem.motifs import motif_counts, motif_names
+from molsepnorm.chem.motifs import motif_names, motif_targets
 from molsepnorm.data.collate import GraphBatch
 from molsepnorm.nn.graphormer import Graphormer
 from molsepnorm.pretrain.config import PretrainOptions
@@ -65,9 +66,10 @@ def stack_views(batch: GraphBatch, views: int) -> GraphBatch:
     )
 
 
-def graph_motif_counts(graph: Any) -> np.ndarray:
-    """The motif targets of a featurized molecule (a ``MolGraph``): the counts of its SMILES, (M,)."""
-    return motif_counts(graph.smiles)
+def graph_motif_counts(graph: Any, environments: int = 0) -> np.ndarray:
+    """The motif targets of a featurized molecule (a ``MolGraph``), from its SMILES:
+    (M + environments,) (:func:`~molsepnorm.chem.motifs.motif_targets`)."""
+    return motif_targets(graph.smiles, environments)
 
 
 def choose_atoms(real: Tensor, rate: float, at_least: int, keep: int) -> Tensor:
@@ -135,7 +137,8 @@ class PretextModel(nn.Module):
                                                                                nn.Linear(D, out)))
         self.projection = (nn.Sequential(nn.Linear(D, D), nn.ReLU(), nn.Linear(D, D))
                            if options.uses_contrastive else None)
-        self.motif_head = nn.Linear(encoder.head.in_features, len(motif_names())) if options.uses_motifs else None
+        motifs = len(motif_names()) + options.motif_environments
+        self.motif_head = nn.Linear(encoder.head.in_features, motifs) if options.uses_motifs else None
         self.reset_heads()
 
     def reset_heads(self) -> None:
@@ -268,5 +271,7 @@ def describe(options: PretrainOptions) -> str:
     if options.objective == "both":
         parts = [f"{options.masked_weight} x {parts[0]}", f"{options.contrastive_weight} x {parts[1]}"]
     if options.uses_motifs:
-        parts.append(f"{options.motif_weight} x functional-group counts from the readout")
+        environments = (f" and {options.motif_environments} buckets of atom environments"
+                        if options.motif_environments else "")
+        parts.append(f"{options.motif_weight} x functional-group counts{environments} from the readout")
     return " + ".join(parts)

@@ -5,7 +5,7 @@ import numpy as np
 from rdkit import Chem
 from rdkit.Chem import Descriptors
 
-from molsepnorm.chem.motifs import motif_counts, motif_names
+from molsepnorm.chem.motifs import motif_counts, motif_names, motif_targets
 
 
 def test_counts_are_rdkits_fragment_descriptors_in_name_order():
@@ -29,3 +29,18 @@ def test_counts_count_rather_than_flag():
 def test_an_unreadable_smiles_gives_nan_not_zero_counts():
     counts = motif_counts("<RDKit Mol with 3 atoms>")
     assert counts.shape == (85,) and np.isnan(counts).all()
+
+
+def test_environment_targets_follow_the_motifs_and_count_radius_0_and_1_environments():
+    from rdkit.Chem import rdFingerprintGenerator
+
+    smiles = "CC(=O)Nc1ccc(O)cc1"  # paracetamol: 11 atoms, each counted at radius 0 and at radius 1
+    targets = motif_targets(smiles, 64)
+    assert targets.shape == (85 + 64,) and targets.dtype == np.float32
+    np.testing.assert_array_equal(targets[:85], motif_counts(smiles))
+    expected = rdFingerprintGenerator.GetMorganGenerator(radius=1, fpSize=64).GetCountFingerprintAsNumPy(
+        Chem.MolFromSmiles(smiles))
+    np.testing.assert_array_equal(targets[85:], expected)
+    assert targets[85:].sum() == 2 * 11
+    np.testing.assert_array_equal(motif_targets(smiles), motif_counts(smiles))  # 0: the motifs alone
+    assert np.isnan(motif_targets("<RDKit Mol with 3 atoms>", 64)).all()

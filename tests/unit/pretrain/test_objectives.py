@@ -183,3 +183,21 @@ def test_motif_loss_reads_the_readout_and_is_the_squared_error_of_log_counts(obj
     assert without.motif_head is None
     with pytest.raises(ValueError, match="motif counts"):
         model(collate_graphs([featurize_graph(s, "ogb") for s in SMILES], K))
+
+
+def test_motif_environments_widen_the_motif_head_to_the_environment_counts():
+    from molsepnorm.chem.motifs import motif_names
+    from molsepnorm.pretrain.config import ConfigError
+    from molsepnorm.pretrain.objectives import graph_motif_counts
+
+    graphs = [featurize_graph(s, "ogb") for s in SMILES]
+    b = collate_graphs(graphs, K)
+    b.y = torch.stack([torch.from_numpy(graph_motif_counts(g, environments=32)) for g in graphs])
+    assert b.y.shape == (len(SMILES), len(motif_names()) + 32)
+    model = PretextModel(encoder(), PretrainOptions(max_steps=1, motif_environments=32)).train()
+    assert model.motif_head.out_features == len(motif_names()) + 32
+    loss, parts = model(b)
+    loss.backward()
+    assert torch.isfinite(parts["motif_loss"]) and model.motif_head.weight.grad[-32:].abs().sum() > 0
+    with pytest.raises(ConfigError, match="motif_environments"):
+        PretrainOptions(max_steps=1, motif_environments=-1).validate()
