@@ -30,6 +30,7 @@ _OVERRIDES = {
     "temperature": "pretrain.temperature",
     "motif_weight": "pretrain.motif_weight",
     "motif_environments": "pretrain.motif_environments",
+    "motif_scale": "pretrain.motif_scale",
     "max_steps": "pretrain.max_steps",
     "time_budget": "pretrain.time_budget",
     "batch_size": "pretrain.batch_size",
@@ -84,6 +85,8 @@ _OVERRIDES = {
 @click.option("--motif-weight", type=click.FloatRange(min=0), default=None,
               help="Weight of the functional-group count loss on the readout (GROVER's motifs, RDKit's 85 "
                    "fragment patterns), added to the objective (default 1; 0: off).")
+@click.option("--motif-scale", type=LibraryChoice("molsepnorm.pretrain.config:MOTIF_SCALES"), default=None,
+              help="The scale the readout predicts motif counts on: log (log(1 + count), default) or linear.")
 @click.option("--motif-environments", type=click.IntRange(min=0), default=None,
               help="Also count the molecule's atom environments (ECFP radius 0 and 1) hashed into this many "
                    "buckets among the readout's targets (default 0: off).")

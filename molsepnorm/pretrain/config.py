@@ -48,6 +48,9 @@ AUGMENTATIONS = ("mask", "drop_nodes", "dropout")
 #: ``context`` (every column, plus the atom's environment -- its columns and its bonded
 #: neighbours' elements and bond types -- as one hashed class, after GROVER, Rong et al. 2020).
 MASK_TARGETS = ("type", "all", "context")
+#: The scale the motif head predicts counts on: ``log`` (log(1 + count)) or ``linear`` (the
+#: count itself, which a sum over atom states can represent exactly).
+MOTIF_SCALES = ("log", "linear")
 #: Which atoms the atom head is scored on: ``masked`` (Hu et al. 2020: only the masked ones,
 #: from their context) or ``all`` (the masked ones from their context plus the visible ones
 #: reconstructed, the two losses averaged: the final atom states then keep each atom's own
@@ -82,6 +85,7 @@ class PretrainOptions:
     masked_weight: float = 1.0  # weight of the masked-atom loss in "both"
     contrastive_weight: float = 1.0  # weight of the contrastive loss in "both"
     motif_weight: float = 1.0  # > 0: add the functional-group count loss (GROVER's motifs) with this weight; 0: off
+    motif_scale: str = "log"  # see MOTIF_SCALES
     motif_environments: int = 0  # > 0: the motif targets also count atom environments (radius 0, 1) in this many buckets
     max_steps: Optional[int] = None  # optimizer steps
     time_budget: Optional[float] = None  # minutes of training (summed over resumes)
@@ -114,6 +118,7 @@ class PretrainOptions:
         check_choice("pretrain.mask_targets", self.mask_targets, MASK_TARGETS)
         check_choice("pretrain.atom_loss", self.atom_loss, ATOM_LOSSES)
         check_choice("pretrain.atom_head", self.atom_head, ATOM_HEADS)
+        check_choice("pretrain.motif_scale", self.motif_scale, MOTIF_SCALES)
         if isinstance(self.augment, str):
             self.augment = [a.strip() for a in self.augment.split(",") if a.strip()]
         if not self.augment and self.objective != "masked":

@@ -198,13 +198,15 @@ class PretextModel(nn.Module):
         return loss, parts
 
     def _motifs(self, h: Tensor, batch: GraphBatch) -> Tensor:
-        """Mean squared error of the predicted ``log(1 + count)`` of every motif; molecules
+        """Mean squared error of the predicted ``log(1 + count)`` (or count, ``motif_scale``) of every motif; molecules
         whose counts are NaN (unreadable SMILES) are left out."""
         assert self.motif_head is not None
         if batch.y is None:
             raise ValueError("motif pretraining needs each batch's motif counts as y (CorpusStream graph_targets)")
         predicted = self.motif_head(self.encoder.readout(h, batch).float())  # (V*B, M)
-        target = torch.log1p(batch.y.to(predicted.device).float())
+        target = batch.y.to(predicted.device).float()
+        if self.options.motif_scale == "log":
+            target = torch.log1p(target)
         known = ~torch.isnan(target)
         return F.mse_loss(predicted[known], target[known]) if known.any() else predicted.sum() * 0.0
 

@@ -201,3 +201,19 @@ def test_motif_environments_widen_the_motif_head_to_the_environment_counts():
     assert torch.isfinite(parts["motif_loss"]) and model.motif_head.weight.grad[-32:].abs().sum() > 0
     with pytest.raises(ConfigError, match="motif_environments"):
         PretrainOptions(max_steps=1, motif_environments=-1).validate()
+
+
+def test_motif_scale_linear_predicts_the_counts_themselves():
+    from molsepnorm.pretrain.config import ConfigError
+
+    b = batch()
+    losses = {}
+    for scale in ("log", "linear"):
+        model = PretextModel(encoder(), PretrainOptions(max_steps=1, motif_scale=scale)).train()
+        torch.manual_seed(3)
+        losses[scale] = float(model(b)[1]["motif_loss"])
+    # a near-zero head at the start: the loss is about the mean square of the targets
+    assert abs(losses["linear"] - float((b.y ** 2).mean())) < 0.05
+    assert abs(losses["log"] - float((torch.log1p(b.y) ** 2).mean())) < 0.05
+    with pytest.raises(ConfigError, match="motif_scale"):
+        PretrainOptions(max_steps=1, motif_scale="sqrt").validate()
