@@ -145,12 +145,15 @@ def _interrupt_at(monkeypatch, step: int):
     return real
 
 
-@pytest.mark.parametrize("objective", ["both", "masked"])
-def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, monkeypatch, objective):
+@pytest.mark.parametrize("objective,extra", [
+    ("both", {}), ("masked", {}),
+    ("masked", {"pretrain.motif_environments": 32, "pretrain.motif_scale": "linear"}),  # a wider motif head
+])
+def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, monkeypatch, objective, extra):
     """Killed at step 27 (last.pt at step 20, in the middle of a chunk, metrics rows at 10 and 20),
     resumed: the same metrics rows, the same final weights, bit for bit."""
     overrides = {"pretrain.objective": objective, "pretrain.max_steps": 40, "pretrain.checkpoint_every_steps": 5,
-                 "corpus.limit": 700, "corpus.chunk_size": 250}
+                 "corpus.limit": 700, "corpus.chunk_size": 250, **extra}
     full = pretrain(config(**overrides), out=tmp_path / "full", console=False)
     assert full.history[-1]["pass"] >= 2  # the run crosses passes
 
