@@ -42,7 +42,7 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.config import ExperimentConfig, resolve_patience
+from molsepnorm.train.config import ExperimentConfig, earliest_stop, resolve_patience
 from molsepnorm.train.ema import WeightEMA
 from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, init_scaler, load_init_weights,
                                    resolve_init)
@@ -174,6 +174,7 @@ class Trainer:
             raise MolsepnormError(f"data set {splits.name!r} has no training molecules")
         self.max_epochs, self.total_steps = self._budget()
         self.patience = resolve_patience(tc.patience, self.max_epochs)  # None: no early stopping
+        self.earliest_stop = earliest_stop(tc.patience, self.max_epochs)
         # fused: one kernel for all parameters instead of ~10 small operations per tensor, which
         # counts when steps are small (docs/benchmarks.md, "Figures behind design choices")
         self.optimizer = torch.optim.AdamW(
@@ -228,7 +229,8 @@ class Trainer:
             if self.tc.max_steps is not None and self.state.step >= self.tc.max_steps:
                 stopped = "max_steps"
                 break
-            if self.patience is not None and self.state.bad_epochs >= self.patience:
+            if self.patience is not None and self.state.bad_epochs >= self.patience \
+                    and self.state.epoch >= self.earliest_stop:
                 stopped = "early_stopping"
                 break
             self._train_epoch()  # a last, partial epoch when max_steps ends it
@@ -256,7 +258,8 @@ class Trainer:
                  self.max_epochs, " (auto)" if tc.epochs == "auto" else "", self.steps_per_epoch, self.total_steps,
                  self.warmup_steps, tc.batch_size, tc.lr, self.step.loss, f", {self.scaler!r}" if self.scaler else "",
                  "no early stopping" if self.patience is None else
-                 f"early stopping after {self.patience} epochs without a better validation {self.metric}")
+                 f"early stopping after {self.patience} epochs without a better validation {self.metric}"
+                 + (f", not before epoch {self.earliest_stop}" if self.earliest_stop else ""))
         batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
         if tc.batching == "bucket" and "batch" in batch_kinds:
             log.warning("a batch norm (model %s) with size-bucketed batches: each batch holds molecules of one "

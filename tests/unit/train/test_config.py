@@ -45,6 +45,13 @@ def test_patience_of_a_run(patience, epochs, stop_after):
     assert resolve_patience(patience, epochs) == stop_after
 
 
+@pytest.mark.parametrize("patience, epochs, first", [("auto", 50, 40), ("auto", 100, 80), ("auto", 5, 12), (7, 50, 0)])
+def test_auto_patience_counts_from_the_midpoint_at_the_earliest(patience, epochs, first):
+    from molsepnorm.train.config import earliest_stop
+
+    assert earliest_stop(patience, epochs) == first
+
+
 def test_overrides_win_over_the_file_and_none_means_not_given(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"model": {"norm": "sep", "num_layers": 2},

@@ -180,6 +180,17 @@ def test_early_stopping_ends_patience_epochs_after_the_best(tpsa_csv, tiny_confi
     assert result.epochs == result.best_epoch + 1 < 12
 
 
+def test_auto_early_stopping_waits_for_the_second_half_of_the_schedule(tpsa_csv, tiny_config):
+    # a learning rate too high for the tiny model: its best validation epoch comes early.  An
+    # explicit patience of 10 stops 10 epochs after it; "auto" (also 10 epochs for a 24-epoch
+    # run) counts from the midpoint at the earliest, so it may stop at epoch 12 + 10 and no sooner
+    explicit = Trainer(c := tiny_config(tpsa_csv, epochs=24, lr=0.3, patience=10, batch_size=64), _splits(c)).fit()
+    assert explicit.stopped == "early_stopping" and explicit.epochs == explicit.best_epoch + 10 < 22
+    auto = Trainer(c := tiny_config(tpsa_csv, epochs=24, lr=0.3, patience="auto", batch_size=64), _splits(c)).fit()
+    assert auto.best_epoch == explicit.best_epoch  # the same run up to there
+    assert auto.stopped == "early_stopping" and auto.epochs == 22
+
+
 def test_last_checkpoint_carries_the_best_weights(tpsa_csv, tiny_config, tmp_path):
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.checkpoint.run_dir import RunDir
