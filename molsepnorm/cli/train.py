@@ -97,7 +97,7 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               help="bucket: batches of similar-size molecules, less padding (default); random: shuffled batches.")
 @click.option("--patience", type=PATIENCE, default=None,
               help="Early stopping: stop after N epochs without a better validation metric; auto (default): "
-                   "30% of the epochs, at least 10; off: train all epochs.")
+                   "30% of the epochs, at least 10, and not before the second half of the run; off: train all epochs.")
 @click.option("--ema", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="DECAY", help="Evaluate and save a moving average of the weights with this decay, e.g. 0.999.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
