@@ -44,10 +44,10 @@ def main() -> None:
             for mol in Chem.ForwardSDMolSupplier(io.BytesIO(block)):
                 if mol is not None:
                     rows.append((Chem.MolToSmiles(mol), float(mol.GetProp("SOL"))))
-    freesolv.to_csv(out / "freesolv.csv", index=False)
-    pd.DataFrame(rows, columns=["smiles", "logS"]).to_csv(out / "solubility.csv", index=False)
-    print(f"{out / 'freesolv.csv'}: {len(freesolv)} rows; {out / 'solubility.csv'}: {len(rows)} rows")
     solubility = pd.DataFrame(rows, columns=["smiles", "logS"])
+    freesolv.to_csv(out / "freesolv.csv", index=False)
+    solubility.to_csv(out / "solubility.csv", index=False)
+    print(f"{out / 'freesolv.csv'}: {len(freesolv)} rows; {out / 'solubility.csv'}: {len(rows)} rows")
     insoluble = pd.DataFrame({"smiles": solubility["smiles"], "insoluble": (solubility["logS"] < -4).astype(int)})
     insoluble.to_csv(out / "solubility-class.csv", index=False)
     tpsa, _ = read_tpsa_file(tpsa_file())

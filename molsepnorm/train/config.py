@@ -71,9 +71,9 @@ def earliest_stop(patience: Union[int, str, None], epochs: int) -> int:
     With ``patience="auto"`` the patience counts from the later of the best epoch and the
     schedule's midpoint, so no run stops before ``epochs // 2 + patience``: in the first
     half the learning rate is high and the validation metric noisy, and an early lucky
-    epoch that is not beaten for a while is no sign the run has converged (a regression
-    stopped at epoch 27 of 50 that way ended four times worse than its seeds that ran on,
-    docs/accuracy.md).  An explicit patience counts from the best epoch alone: 0."""
+    epoch that is not beaten for a while is no sign the run has converged (docs/accuracy.md,
+    "Early stopping waits for the second half").  An explicit patience counts from the best
+    epoch alone: 0."""
     if patience != "auto":
         return 0
     return epochs // 2 + auto_patience(epochs)
