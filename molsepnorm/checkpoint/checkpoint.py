@@ -241,7 +241,7 @@ class Checkpoint:
             "metrics": dict(self.metrics),
             "epoch": self.epoch,
             "step": self.step,
-            **({"training_state": self.training_state} if self.training_state is not None else {}),
+            **({"training_state": _on_cpu(self.training_state)} if self.training_state is not None else {}),
             **({"applicability": self.applicability.to_payload()} if self.applicability is not None else {}),
         }
 
@@ -304,6 +304,19 @@ class Checkpoint:
 
 
 # --- the file ------------------------------------------------------------------------------
+
+
+def _on_cpu(value: Any) -> Any:
+    """``value`` with every tensor in it (nested dicts, lists, tuples) moved to the CPU, so
+    that a file written on a GPU (optimizer moments, EMA weights) loads on a machine without
+    one, even through a plain ``torch.load`` with no ``map_location``."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _on_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_cpu(v) for v in value)
+    return value
 
 
 def save_checkpoint(payload: Mapping[str, Any], path: PathLike) -> Path:

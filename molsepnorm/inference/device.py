@@ -11,17 +11,32 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 def resolve_device(requested: str, local_rank: int = 0) -> "torch.device":
-    """``"cpu"``, ``"cuda"`` (this process's GPU) or ``"auto"`` (CUDA when available)."""
+    """``"cpu"``, ``"cuda"`` (this process's GPU) or ``"auto"`` (CUDA when available).
+
+    Args:
+        requested: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+        local_rank: this process's index on its machine (torchrun's ``LOCAL_RANK``): on
+            CUDA each process takes the GPU of that index, one GPU per process.
+
+    Raises:
+        MolsepnormError: CUDA asked for but absent, or more processes on this machine
+            than GPUs (NCCL cannot share one GPU between the ranks of a process group).
+    """
     import torch
 
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda":
-        if not torch.cuda.is_available():
-            from molsepnorm.errors import MolsepnormError
+        from molsepnorm.errors import MolsepnormError
 
+        if not torch.cuda.is_available():
             raise MolsepnormError("--device cuda was requested but PyTorch sees no CUDA GPU; use --device cpu")
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
+        count = torch.cuda.device_count()
+        if local_rank >= count:
+            raise MolsepnormError(
+                f"process {local_rank} on this machine needs a GPU of its own, but PyTorch sees {count}: "
+                f"run at most {count} process(es) per machine with --device cuda (--nproc {count})")
+        return torch.device("cuda", local_rank)
     if requested != "cpu":
         raise ValueError(f"unknown device {requested!r}; expected cpu, cuda or auto")
     return torch.device("cpu")
