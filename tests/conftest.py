@@ -8,6 +8,7 @@ through file locks.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -61,6 +62,32 @@ def _write_tpsa_csv(path: Path, n: int = 300, binary: bool = False) -> Path:
 def write_tpsa_csv():
     """``write_tpsa_csv(path, n=300, binary=False) -> path``: a small real training CSV."""
     return _write_tpsa_csv
+
+
+@pytest.fixture
+def interrupt_training(monkeypatch):
+    """``with interrupt_training(step): train(...)``: inside the block the trainer raises
+    ``KeyboardInterrupt`` (a simulated kill) when it is about to take optimizer step
+    ``step + 1``, and the block must end so; after it, training runs as usual."""
+    from molsepnorm.train import loop
+
+    real = loop.Trainer._train_step
+
+    @contextlib.contextmanager
+    def interrupting(step: int):
+        def interrupted(self, batch, index):
+            if self.state.step == step:
+                raise KeyboardInterrupt("simulated kill")
+            return real(self, batch, index)
+
+        monkeypatch.setattr(loop.Trainer, "_train_step", interrupted)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                yield
+        finally:
+            monkeypatch.setattr(loop.Trainer, "_train_step", real)
+
+    return interrupting
 
 
 def _sigkill_when(command: list[str], ready: Callable[[], bool], timeout: float = 240, poll: float = 0.01) -> int:

@@ -110,31 +110,21 @@ def test_a_bf16_gpu_run_reloads_and_predicts_on_a_cpu(tmp_path, write_tpsa_csv):
     np.testing.assert_allclose(b, a, rtol=0.02, atol=0.02 * np.abs(a).max())
 
 
-def test_resume_on_cuda_continues_the_gpu_dropout_stream(tmp_path, monkeypatch, write_tpsa_csv):
+def test_resume_on_cuda_continues_the_gpu_dropout_stream(tmp_path, interrupt_training, write_tpsa_csv):
     """Interrupted at step 7 (last.pt at step 6) and resumed: the same losses and metrics as
     an uninterrupted run, up to the GPU's non-deterministic summation order.  A resume
     that lost the CUDA generator's state would draw other dropout masks and move the
     losses by far more than that."""
-    from molsepnorm.train import loop
     from molsepnorm.train.api import resume, train
     from molsepnorm.train.config import load_experiment_config
 
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     full = train(load_experiment_config(TINY, _train_args(csv, tmp_path / "full")), out=tmp_path / "full",
                  console=False)
-    step = loop.Trainer._train_step
-
-    def interrupted(self, batch, index):
-        if self.state.step == 7:
-            raise KeyboardInterrupt("simulated kill")
-        return step(self, batch, index)
-
-    monkeypatch.setattr(loop.Trainer, "_train_step", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    with interrupt_training(7):
         train(load_experiment_config(TINY, _train_args(csv, tmp_path / "cut")), out=tmp_path / "cut", console=False)
     last = Checkpoint.load(tmp_path / "cut" / "last.pt").training_state
     assert last["progress"]["step"] == 6 and "cuda" in last["rng"][0]
-    monkeypatch.setattr(loop.Trainer, "_train_step", step)
 
     resumed = resume(tmp_path / "cut", console=False)
     assert resumed.steps == full.steps

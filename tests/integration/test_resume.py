@@ -98,11 +98,10 @@ def test_default_writes_last_pt_every_30_seconds_and_a_kill_resumes_from_the_old
 
 
 @pytest.mark.parametrize("batching, ema", [("random", None), ("bucket", None), ("bucket", 0.9)])
-def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, batching, ema, write_tpsa_csv):
+def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, interrupt_training, batching, ema, write_tpsa_csv):
     """Deterministic mid-epoch interruption (step 7; last.pt at step 6, batch 6 of epoch 1),
     with shuffled batches and with size-bucketed ones (the default), and with a moving
     average of the weights (which last.pt must carry)."""
-    from molsepnorm.train import loop
     from molsepnorm.train.api import resume, train
     from molsepnorm.train.config import load_experiment_config
 
@@ -113,19 +112,10 @@ def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, monkeypatch, ba
         "train.batching": batching, "train.ema_decay": ema})
     full = train(config(), out=tmp_path / "full", console=False)
 
-    step = loop.Trainer._train_step
-
-    def interrupted(self, batch, index):
-        if self.state.step == 7:
-            raise KeyboardInterrupt("simulated kill")
-        return step(self, batch, index)
-
-    monkeypatch.setattr(loop.Trainer, "_train_step", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    with interrupt_training(7):
         train(config(), out=tmp_path / "cut", console=False)
     state = last_state(tmp_path / "cut")
     assert (state["step"], state["epoch"], state["batch_in_epoch"]) == (6, 0, 6)
-    monkeypatch.setattr(loop.Trainer, "_train_step", step)
 
     resumed = resume(tmp_path / "cut", console=False)
     assert resumed.test == full.test and resumed.val == full.val
