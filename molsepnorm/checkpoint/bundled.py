@@ -78,6 +78,14 @@ BUNDLED: dict[str, BundledModel] = {
             kind="encoder",
         ),
         BundledModel(
+            name="moses-encoder-long",
+            checkpoint="moses-encoder-long.pt",
+            card="moses-encoder-long.md",
+            summary="the same recipe pretrained ten times longer (25,000 steps, 1.5M MOSES molecules): the default "
+                    "start for classification in the OGB vocabulary, and the start of hiv-activity",
+            kind="encoder",
+        ),
+        BundledModel(
             name="moses-encoder-zinc",
             checkpoint="moses-encoder-zinc.pt",
             card="moses-encoder-zinc.md",
@@ -89,8 +97,20 @@ BUNDLED: dict[str, BundledModel] = {
 }
 DEFAULT_MODEL = "hiv-activity"
 #: The encoder ``molsepnorm train`` starts from by default (``train.init: auto``), by the
-#: atom vocabulary the data is featurized in.
+#: atom vocabulary the data is featurized in ...
 DEFAULT_ENCODERS = {"ogb": "moses-encoder", "zinc": "moses-encoder-zinc"}
+#: ... and, for a classification task (binary targets), where it differs: the longer
+#: pretraining fine-tunes better on bioactivity (molhiv) and worse on small additive
+#: regressions (docs/pretraining.md).
+CLASSIFICATION_ENCODERS = {"ogb": "moses-encoder-long"}
+
+
+def default_encoder(vocab: str, task: str) -> "str | None":
+    """The bundled encoder a default run (``train.init: auto``) on data in ``vocab`` with
+    ``task`` (``"regression"`` or ``"binary"``) starts from, or None (from scratch)."""
+    if task == "binary" and vocab in CLASSIFICATION_ENCODERS:
+        return CLASSIFICATION_ENCODERS[vocab]
+    return DEFAULT_ENCODERS.get(vocab)
 
 
 class UnknownModelError(MolsepnormError, ValueError):

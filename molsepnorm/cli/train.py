@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from molsepnorm.checkpoint.bundled import DEFAULT_ENCODERS
+from molsepnorm.checkpoint.bundled import CLASSIFICATION_ENCODERS, DEFAULT_ENCODERS
 from molsepnorm.cli.options import NORM, LibraryChoice, dataset_options, device_option
 from molsepnorm.cli.runs import refuse_changes_on_resume, spawn
 
@@ -112,6 +112,8 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
                    "best.pt, a bundled model name); its architecture replaces the config's, the head is new unless "
                    "the task and targets match. Default auto: the bundled encoder of the data's vocabulary ("
                    + ", ".join(f"{name} for {vocab}" for vocab, name in DEFAULT_ENCODERS.items())
+                   + "; for classification "
+                   + ", ".join(f"{name} for {vocab}" for vocab, name in CLASSIFICATION_ENCODERS.items())
                    + ") unless the model options ask for another architecture; none: train from scratch.")
 @click.option("--train-fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
               metavar="F", help="Train on a random fraction F of the training split (seed 0; validation and test as "

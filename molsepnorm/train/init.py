@@ -14,7 +14,7 @@ bundled model by name, or a fine-tuned ``best.pt`` / ``last.pt``.
   trained on the same task and targets (continuing a fine-tuned model; its target scaling
   too), otherwise a new head is initialised and the log says so.
 * **By default** (``train.init: auto``) a run fine-tunes the bundled encoder of its data's
-  vocabulary (:data:`~molsepnorm.checkpoint.bundled.DEFAULT_ENCODERS`) when the model
+  vocabulary and task (:func:`~molsepnorm.checkpoint.bundled.default_encoder`) when the model
   section asks for nothing but that encoder's architecture, and trains from scratch when
   it names another (a ShareNorm, a deeper model); ``--init none`` trains from scratch.
   :func:`resolve_init` decides, and the run's ``config.yaml`` records the outcome.
@@ -67,19 +67,21 @@ def explicit_init(spec: Optional[str]) -> Optional[str]:
     return None if spec is None or spec in (AUTO, NONE) else spec
 
 
-def resolve_init(config: ExperimentConfig, vocab: str) -> tuple[Optional[str], Optional[Checkpoint]]:
-    """What a run of ``config`` on data in ``vocab`` starts from: ``(spec, checkpoint)``,
-    or ``(None, None)`` for from scratch.  ``train.init`` itself unless it is ``auto``,
-    which means the bundled encoder of ``vocab`` when every architecture key the model
-    section gives has that encoder's value (the log says which, and why not).  The
-    checkpoint is read once, here."""
-    from molsepnorm.checkpoint.bundled import DEFAULT_ENCODERS
+def resolve_init(config: ExperimentConfig, vocab: str, task: str = "regression"
+                 ) -> tuple[Optional[str], Optional[Checkpoint]]:
+    """What a run of ``config`` on data in ``vocab`` with ``task`` starts from: ``(spec,
+    checkpoint)``, or ``(None, None)`` for from scratch.  ``train.init`` itself unless it
+    is ``auto``, which means the bundled encoder of ``vocab`` and ``task``
+    (:func:`~molsepnorm.checkpoint.bundled.default_encoder`) when every architecture key
+    the model section gives has that encoder's value (the log says which, and why not).
+    The checkpoint is read once, here."""
+    from molsepnorm.checkpoint.bundled import default_encoder
 
     spec = config.train.init
     if spec != AUTO:
         spec = explicit_init(spec)
         return spec, (load_init(spec) if spec else None)
-    name = DEFAULT_ENCODERS.get(vocab)
+    name = default_encoder(vocab, task)
     if name is None:
         log.info("init: from scratch (no bundled encoder reads the %r vocabulary)", vocab)
         return None, None

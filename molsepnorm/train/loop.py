@@ -42,7 +42,7 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.config import ExperimentConfig, earliest_stop, resolve_patience
+from molsepnorm.train.config import ExperimentConfig, earliest_stop, resolve_patience, with_task_defaults
 from molsepnorm.train.ema import WeightEMA
 from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, init_scaler, load_init_weights,
                                    resolve_init)
@@ -121,10 +121,11 @@ class Trainer:
         if not splits.labelled:
             raise MolsepnormError(f"data set {splits.name!r} is unlabelled (it has no targets): training fits "
                                   "targets; an unlabelled corpus serves pretraining and prediction")
-        spec, self.init = resolve_init(config, splits.vocab)  # fine-tuning (train.init); None: from scratch
+        spec, self.init = resolve_init(config, splits.vocab, splits.task)  # fine-tuning; None: from scratch
         if spec != config.train.init:
             config = copy.deepcopy(config)
             config.train.init = spec  # what the run's config.yaml records
+        config = with_task_defaults(config, splits.task)
         self.config = resolve_config(init_config(config, self.init, splits) if self.init else config, splits)
         self.tc = tc = self.config.train
         self.splits = splits
@@ -251,8 +252,8 @@ class Trainer:
         s, mc, tc = self.splits, self.model_config, self.tc
         log.info("data %s: %s, targets %s; train %d, val %d, test %d", s.name, self.task,
                  ", ".join(s.target_names), len(s.train), len(s.val), len(s.test))
-        log.info("model Graphormer norm=%s, %d layers, hidden %d, %d parameters; device %s%s", mc.norm,
-                 mc.num_layers, mc.hidden_dim, n_params, self.device,
+        log.info("model Graphormer norm=%s, %d layers, hidden %d, %d parameters, dropout %g; device %s%s", mc.norm,
+                 mc.num_layers, mc.hidden_dim, n_params, mc.dropout, self.device,
                  f" x {self.env.world_size} processes" if self.env.is_distributed else "")
         log.info("training: %d epochs%s x %d steps (%d steps in all, %d warm-up), batch %d, lr %g, loss %s%s; %s",
                  self.max_epochs, " (auto)" if tc.epochs == "auto" else "", self.steps_per_epoch, self.total_steps,

@@ -191,22 +191,41 @@ def test_the_bundled_ogb_encoder_fine_tunes_a_user_csv_by_name(tmp_path, tpsa):
     assert result.test["mae"] < 0.8 * constant, (result.test, constant)
 
 
-@pytest.mark.parametrize("dataset, encoder", [("csv", "moses-encoder"), ("zinc-subset", "moses-encoder-zinc")])
-def test_by_default_training_starts_from_the_bundled_encoder_of_the_vocabulary(dataset, encoder, tpsa, data_root):
+@pytest.mark.parametrize("dataset, encoder, dropout", [("csv", "moses-encoder", 0.0),
+                                                      ("binary csv", "moses-encoder-long", 0.1),
+                                                      ("zinc-subset", "moses-encoder-zinc", 0.0)])
+def test_by_default_training_starts_from_the_bundled_encoder_of_the_vocabulary_and_task(
+        dataset, encoder, dropout, tpsa, data_root, tmp_path, write_tpsa_csv):
     """``train.init: auto`` (the default): the default architecture starts from the bundled
-    encoder of the data's vocabulary, and the run's resolved config names it."""
+    encoder of the data's vocabulary and task, classification with dropout 0.1, and the
+    run's resolved config names both."""
     from molsepnorm.data.registry import load_dataset
     from molsepnorm.train.loop import Trainer
 
-    name = str(tpsa) if dataset == "csv" else dataset
+    name = {"csv": str(tpsa), "binary csv": str(write_tpsa_csv(tmp_path / "polar.csv", binary=True))}.get(dataset, dataset)
     config = load_experiment_config(None, {"data.dataset": name, "train.progress": False, "train.threads": 1})
     assert config.train.init == "auto"
     splits = load_dataset(name, progress=False)
     trainer = Trainer(config, splits)
     assert trainer.config.train.init == encoder and config.train.init == "auto"  # the caller's config unchanged
+    assert "dropout" not in config.model
+    for key in ("dropout", "attention_dropout", "activation_dropout"):
+        assert trainer.config.model[key] == dropout, key
     state = trainer.model.state_dict()
     for key, value in encoder_items(Checkpoint.load(encoder).state_dict).items():
         assert torch.equal(state[key], value), key
+
+
+def test_a_dropout_rate_given_for_classification_is_kept(tmp_path, write_tpsa_csv):
+    from molsepnorm.data.registry import load_dataset
+    from molsepnorm.train.loop import Trainer
+
+    csv = str(write_tpsa_csv(tmp_path / "polar.csv", binary=True))
+    splits = load_dataset(csv, progress=False)
+    trainer = Trainer(load_experiment_config(None, {"data.dataset": csv, "train.progress": False,
+                                                    "model.attention_dropout": 0.0}), splits)
+    assert (trainer.config.model["dropout"], trainer.config.model["attention_dropout"]) == (0.0, 0.0)
+    assert trainer.config.train.init == "moses-encoder-long"
 
 
 def test_another_architecture_or_init_none_trains_from_scratch(tpsa, caplog):

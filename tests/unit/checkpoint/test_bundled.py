@@ -11,8 +11,8 @@ from rdkit import Chem
 from rdkit.Chem import rdMolDescriptors
 
 from molsepnorm.checkpoint import Checkpoint, CheckpointError
-from molsepnorm.checkpoint.bundled import BUNDLED, DEFAULT_ENCODERS, DEFAULT_MODEL, UnknownModelError, bundled_models, \
-    model_listing, resolve_model
+from molsepnorm.checkpoint.bundled import BUNDLED, CLASSIFICATION_ENCODERS, DEFAULT_ENCODERS, DEFAULT_MODEL, \
+    UnknownModelError, bundled_models, default_encoder, model_listing, resolve_model
 
 REPO = Path(__file__).resolve().parents[3]
 MODELS = [m for m in BUNDLED.values() if m.kind == "model"]
@@ -81,12 +81,16 @@ def test_bundled_encoder_is_a_pretrain_encoder_pt_with_its_preset_and_card(encod
     assert listing["kind"] == "encoder" and listing["task"] == "pretrained" and listing["steps"] == ckpt.step
 
 
-@pytest.mark.parametrize("vocab", sorted(DEFAULT_ENCODERS))
-def test_the_default_start_of_training_is_a_bundled_encoder_of_its_vocabulary_and_the_default_model(vocab):
+@pytest.mark.parametrize("vocab, task", [(vocab, task) for vocab in sorted(DEFAULT_ENCODERS)
+                                         for task in ("regression", "binary")])
+def test_the_default_start_of_training_is_a_bundled_encoder_of_its_vocabulary_and_the_default_model(vocab, task):
     from molsepnorm.nn.graphormer import GraphormerConfig
     from molsepnorm.train.init import DATA_KEYS, OWN_KEYS
 
-    encoder = BUNDLED[DEFAULT_ENCODERS[vocab]]
+    name = default_encoder(vocab, task)
+    assert name == (CLASSIFICATION_ENCODERS.get(vocab, DEFAULT_ENCODERS[vocab]) if task == "binary"
+                    else DEFAULT_ENCODERS[vocab])
+    encoder = BUNDLED[name]
     ckpt = Checkpoint.load(encoder.path)
     assert encoder.kind == "encoder" and ckpt.featurizer.vocab == vocab
     default = GraphormerConfig().to_dict()  # what train.init auto needs to pick it for a default run

@@ -138,3 +138,15 @@ def test_every_preset_builds_a_model_config(path):
 def test_presets_exist():
     names = {p.name for p in PRESETS}
     assert "tiny.yaml" in names
+
+
+def test_classification_gets_dropout_unless_the_model_section_sets_a_rate():
+    from molsepnorm.train.config import CLASSIFICATION_DROPOUT, with_task_defaults
+
+    config = load_experiment_config(None, {"data.dataset": "my.csv"})
+    assert with_task_defaults(config, "regression") is config
+    binary = with_task_defaults(config, "binary")
+    assert binary.model == CLASSIFICATION_DROPOUT and config.model == {}  # a copy; the caller's config unchanged
+    assert all(rate == 0.1 for rate in CLASSIFICATION_DROPOUT.values())
+    given = load_experiment_config(None, {"data.dataset": "my.csv", "model.activation_dropout": 0.0})
+    assert with_task_defaults(given, "binary") is given
