@@ -60,7 +60,7 @@ def with_task_defaults(config: "ExperimentConfig", task: str) -> "ExperimentConf
 
     On molhiv (a scaffold split, 3.5 % actives) a run without dropout reaches its best
     validation epoch early and scores lower on test; on the regression sets measured,
-    dropout made the test error worse (docs/accuracy.md, "Classification defaults")."""
+    dropout made the test error worse (docs/accuracy.md, "The classification default")."""
     if task != "binary" or any(key in config.model for key in CLASSIFICATION_DROPOUT):
         return config
     resolved = copy.deepcopy(config)

@@ -67,8 +67,7 @@ def explicit_init(spec: Optional[str]) -> Optional[str]:
     return None if spec is None or spec in (AUTO, NONE) else spec
 
 
-def resolve_init(config: ExperimentConfig, vocab: str, task: str = "regression"
-                 ) -> tuple[Optional[str], Optional[Checkpoint]]:
+def resolve_init(config: ExperimentConfig, vocab: str, task: str) -> tuple[Optional[str], Optional[Checkpoint]]:
     """What a run of ``config`` on data in ``vocab`` with ``task`` starts from: ``(spec,
     checkpoint)``, or ``(None, None)`` for from scratch.  ``train.init`` itself unless it
     is ``auto``, which means the bundled encoder of ``vocab`` and ``task``
