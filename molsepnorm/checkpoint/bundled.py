@@ -73,8 +73,8 @@ BUNDLED: dict[str, BundledModel] = {
             name="moses-encoder",
             checkpoint="moses-encoder.pt",
             card="moses-encoder.md",
-            summary="pretrained encoder for your own CSV / SDF (OGB vocabulary, every element): the default SepNorm "
-                    "Graphormer, masked atoms and functional-group counts on 152k MOSES molecules",
+            summary="pretrained encoder for regression on your own CSV / SDF (OGB vocabulary, every element): the "
+                    "default SepNorm Graphormer, masked atoms and functional-group counts on 152k MOSES molecules",
             kind="encoder",
         ),
         BundledModel(
