@@ -64,7 +64,7 @@ def with_task_defaults(config: "ExperimentConfig", task: str) -> "ExperimentConf
     if task != "binary" or any(key in config.model for key in CLASSIFICATION_DROPOUT):
         return config
     resolved = copy.deepcopy(config)
-    resolved.model = {**dict(config.model), **CLASSIFICATION_DROPOUT}
+    resolved.model.update(CLASSIFICATION_DROPOUT)
     return resolved
 
 
