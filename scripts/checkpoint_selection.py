@@ -21,6 +21,7 @@ the fact; no rule looks at them.
 
     python scripts/checkpoint_selection.py --dataset molhiv --seed 0 --threads 1 \\
         --work runs/selection --out docs/accuracy/selection/molhiv-seed0.json
+    python scripts/checkpoint_selection.py --summary docs/accuracy/selection/molhiv-seed*.json
 """
 from __future__ import annotations
 
@@ -189,6 +190,18 @@ def replay(probe: Probe, epochs: int) -> dict[str, Any]:
     return rules
 
 
+def summarize(paths: list[str]) -> None:
+    """Each rule's test ROC-AUC per seed, mean and std (population), and where it stopped."""
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    print(f"seeds {[r['seed'] for r in reports]}")
+    print(f"{'rule':<22} {'test ROC-AUC per seed':<26} {'mean':>6} {'std':>6}  stop (epochs run)")
+    for name in reports[0]["rules"]:
+        tests = [r["rules"][name]["test"]["rocauc"] for r in reports]
+        stops = [r["rules"][name]["stop"] for r in reports]
+        print(f"{name:<22} {' / '.join(f'{t:.3f}' for t in tests):<26} {np.mean(tests):6.3f} {np.std(tests):6.3f}  "
+              f"{stops}")
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="molhiv", choices=("molhiv",), help="a binary comparison table")
@@ -200,8 +213,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--ema", type=float, nargs="*", default=[0.999], help="moving-average decays to track")
     parser.add_argument("--ours-args", default="", help="extra flags for molsepnorm train (quoted)")
     parser.add_argument("--work", default="runs/checkpoint-selection")
-    parser.add_argument("--out", required=True, help="JSON output")
+    parser.add_argument("--out", help="JSON output")
+    parser.add_argument("--summary", nargs="+", metavar="JSON", help="summarize earlier outputs over seeds, then stop")
     args = parser.parse_args(argv)
+    if args.summary:
+        return summarize(args.summary)
+    if not args.out:
+        parser.error("--out is required")
 
     if args.csv:
         table = cc.table_csv(args.csv, "smiles", None, args.split_by, 0, "classification")
