@@ -1,7 +1,8 @@
 """Evaluation metrics, computed per target on the labelled entries and averaged.
 
 Regression: ``mae``, ``rmse``, ``r2``.  Binary classification: ``rocauc``, ``prauc``
-(average precision).  A missing target (NaN) is left out of its column; a column with no
+(average precision) and ``logloss`` (binary cross-entropy of the probabilities, the loss
+the model is trained on; NaN for scores outside [0, 1]).  A missing target (NaN) is left out of its column; a column with no
 labels (or, for classification, a single class) is left out of the average, as OGB
 does.  For ogbg-molhiv, ``rocauc`` comes from OGB's own ``Evaluator``.  With more than
 one target the per-target values are reported too, as ``"mae/<target name>"``.
@@ -15,9 +16,10 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 # metric name -> True if larger is better
-HIGHER_IS_BETTER = {"mae": False, "rmse": False, "r2": True, "rocauc": True, "prauc": True, "loss": False}
+HIGHER_IS_BETTER = {"mae": False, "rmse": False, "r2": True, "rocauc": True, "prauc": True, "logloss": False,
+                    "loss": False}
 REGRESSION_METRICS = ("mae", "rmse", "r2")
-BINARY_METRICS = ("rocauc", "prauc")
+BINARY_METRICS = ("rocauc", "prauc", "logloss")
 OGB_EVALUATORS = {"molhiv": "ogbg-molhiv", "ogbg-molhiv": "ogbg-molhiv"}
 
 
@@ -47,7 +49,7 @@ def compute_metrics(
         dataset: data set name; ``molhiv`` uses OGB's Evaluator for ``rocauc``.
 
     Returns:
-        ``{"mae": ..., "rmse": ..., "r2": ...}`` or ``{"rocauc": ..., "prauc": ...}``, plus
+        ``{"mae": ..., "rmse": ..., "r2": ...}`` or ``{"rocauc": ..., "prauc": ..., "logloss": ...}``, plus
         ``"<metric>/<target>"`` entries when there are several targets.
     """
     y_true = _as_2d(y_true)
@@ -96,13 +98,15 @@ def _regression_column(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
 
 
 def _binary_column(y: np.ndarray, s: np.ndarray) -> dict[str, float]:
-    from sklearn.metrics import average_precision_score, roc_auc_score
+    from sklearn.metrics import average_precision_score, log_loss, roc_auc_score
 
     mask = np.isfinite(y)
     y, s = y[mask], s[mask]
     if y.size == 0 or len(np.unique(y)) < 2:
         return {k: float("nan") for k in BINARY_METRICS}
-    return {"rocauc": float(roc_auc_score(y, s)), "prauc": float(average_precision_score(y, s))}
+    probabilities = bool(((s >= 0) & (s <= 1)).all())
+    logloss = float(log_loss(y, np.clip(s, 1e-7, 1 - 1e-7), labels=[0, 1])) if probabilities else float("nan")
+    return {"rocauc": float(roc_auc_score(y, s)), "prauc": float(average_precision_score(y, s)), "logloss": logloss}
 
 
 def _nanmean(values: Sequence[float]) -> float:

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from sklearn.metrics import average_precision_score, mean_absolute_error, r2_score, roc_auc_score
+from sklearn.metrics import average_precision_score, log_loss, mean_absolute_error, r2_score, roc_auc_score
 
 from molsepnorm.inference.metrics import compute_metrics, is_better
 
@@ -43,7 +43,16 @@ def test_binary_matches_sklearn_and_skips_single_class_targets():
     ok = ~np.isnan(y[:, 0])
     assert m["rocauc"] == pytest.approx(roc_auc_score(y[ok, 0], s[ok, 0]))
     assert m["prauc"] == pytest.approx(average_precision_score(y[ok, 0], s[ok, 0]))
-    assert math.isnan(m["rocauc/t1"])
+    assert m["logloss"] == pytest.approx(log_loss(y[ok, 0], s[ok, 0]))
+    assert math.isnan(m["rocauc/t1"]) and math.isnan(m["logloss/t1"])
+
+
+def test_log_loss_needs_probabilities_and_survives_certainty():
+    y = np.array([0.0, 1.0, 1.0, 0.0])
+    scores = compute_metrics("binary", y, np.array([-2.0, 3.0, 0.5, 0.1]))  # logits, not probabilities
+    assert scores["rocauc"] == 1.0 and math.isnan(scores["logloss"])
+    certain = compute_metrics("binary", y, np.array([0.0, 1.0, 0.0, 0.0]))  # one confident mistake
+    assert math.isfinite(certain["logloss"]) and certain["logloss"] > 3.0
 
 
 def test_molhiv_uses_ogb_evaluator_with_the_same_value():
