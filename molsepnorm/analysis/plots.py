@@ -17,6 +17,8 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 from matplotlib.figure import Figure
 
+from molsepnorm.inference.metrics import HIGHER_IS_BETTER
+
 PathLike = Union[str, os.PathLike]
 
 __all__ = ["plot_spectra", "plot_summary", "plot_curves", "save_figure", "METRIC_LABELS"]
@@ -30,6 +32,7 @@ METRIC_LABELS = {
     "val_r2": "validation R²",
     "val_rocauc": "validation ROC-AUC",
     "val_prauc": "validation PR-AUC",
+    "val_logloss": "validation log loss",
     "val_loss": "validation loss",
     "graphs_per_second": "training graphs / s",
     "epoch_seconds": "seconds per epoch",
@@ -142,19 +145,21 @@ def plot_curves(
     Args:
         histories: ``{label: rows of metrics.jsonl}`` (one dict per epoch).
         metrics: keys to plot; default: ``train_loss``, the validation metric each run
-            selects its best checkpoint on (``val_mae``, ``val_rocauc``, ...), and ``lr``.
-            The best epoch of each run is marked on its selection metric.
+            selects its best checkpoint on (``val_mae``, ``val_logloss``, ...), the
+            validation ROC-AUC of a classification run, and ``lr``.  The best epoch of
+            each run is marked on its own selection metric.
         x: ``epoch`` or ``step``.
         logy: log scale on the loss and metric panels (not on lr).
         title: figure title.
     """
     all_rows = [row for rows in histories.values() for row in rows]
     if metrics is None:
-        metrics = ["train_loss", *_main_metrics(all_rows), "lr"]
+        selected = _main_metrics(all_rows)
+        metrics = ["train_loss", *selected, *(["val_rocauc"] if "val_rocauc" not in selected else []), "lr"]
     metrics = [m for m in metrics if any(_finite(row.get(m)) for row in all_rows)]
     if not metrics:
         raise ValueError("no metric to plot: the runs have no finite values of the requested keys")
-    selection = set(_main_metrics(all_rows))
+    selection = {label: _main_metrics(rows) for label, rows in histories.items()}  # each run's own
     n = len(metrics)
     cols = min(n, 3)
     rows_n = math.ceil(n / cols)
@@ -168,8 +173,8 @@ def plot_curves(
             xs, ys = map(np.asarray, zip(*points))
             color = f"C{i % 10}"
             ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=1.4, color=color, label=label)
-            if key in selection:
-                higher = key.endswith(("rocauc", "prauc", "r2", "accuracy"))
+            if key in selection[label]:
+                higher = HIGHER_IS_BETTER.get(key[len("val_"):], False)
                 best = int(np.nanargmax(ys) if higher else np.nanargmin(ys))
                 ax.plot([xs[best]], [ys[best]], marker="*", markersize=11, color=color, linestyle="none")
         ax.set_xlabel(x)
@@ -178,7 +183,7 @@ def plot_curves(
         if logy and key != "lr":
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, title="run (★ best)" if key in selection else "run", title_fontsize=8)
+        ax.legend(fontsize=8, title="run (★ best)" if any(key in keys for keys in selection.values()) else "run", title_fontsize=8)
     for ax in axes[n:]:
         ax.set_visible(False)
     fig.suptitle(title or "Training curves")

@@ -52,6 +52,8 @@ _OVERRIDES = {
     "device": "train.device",
     "num_workers": "train.num_workers",
     "patience": "train.patience",
+    "monitor": "train.monitor",
+    "average_best": "train.average_best",
     "ema": "train.ema_decay",
     "threads": "train.threads",
     "cpu_malloc": "train.cpu_malloc",
@@ -98,6 +100,12 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
 @click.option("--patience", type=PATIENCE, default=None,
               help="Early stopping: stop after N epochs without a better validation metric; auto (default): "
                    "30% of the epochs, at least 10, and not before the second half of the run; off: train all epochs.")
+@click.option("--monitor", type=LibraryChoice("molsepnorm.train.config:MONITORS"), default=None,
+              help="The validation metric that picks best.pt and drives early stopping. Default auto: the data "
+                   "set's metric for regression, the log loss for classification; metric: the data set's.")
+@click.option("--average-best", type=click.IntRange(min=1), default=None, metavar="K",
+              help="best.pt averages the weights of the K epochs with the best validation metric (a checkpoint "
+                   "soup); default 1: the best epoch's weights.")
 @click.option("--ema", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="DECAY", help="Evaluate and save a moving average of the weights with this decay, e.g. 0.999.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
@@ -181,6 +189,8 @@ def _print_summary(result: Any) -> None:
 
     click.echo(summary_table({"val": result.val, "test": result.test}))
     best = f"best epoch {result.best_epoch}" if result.best_epoch is not None else "no best epoch"
+    if result.averaged_epochs:
+        best += f" (best.pt averages epochs {', '.join(map(str, result.averaged_epochs))})"
     where = f"; run directory {result.run_dir}" if result.run_dir is not None else ""
     click.echo(f"{best} of {result.epochs} ({result.steps} steps, stopped: {result.stopped}, "
                f"{result.seconds:.0f} s){where}")

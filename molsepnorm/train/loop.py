@@ -12,7 +12,9 @@ Read top to bottom:
    :func:`~molsepnorm.inference.run`, a row in ``metrics.jsonl``, ``best.pt`` when the
    validation metric improves, ``last.pt`` once ``train.checkpoint_every_seconds`` of
    training have passed since the previous one (and after the last epoch);
-5. :meth:`Trainer._finish`: the best weights on the test split, ``results.json``.
+5. :meth:`Trainer._finish`: the best weights (or, with ``train.average_best``, the average
+   of the best epochs' weights, :mod:`~molsepnorm.train.soup`) on the test split,
+   ``best.pt``, ``results.json``.
 
 Checkpoints are :class:`~molsepnorm.checkpoint.Checkpoint` objects; ``last.pt`` also
 carries the training state of :mod:`~molsepnorm.train.state`.
@@ -42,12 +44,14 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.config import ExperimentConfig, earliest_stop, resolve_patience, with_task_defaults
+from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_monitor, resolve_patience,
+                                     with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
 from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, init_scaler, load_init_weights,
                                    resolve_init)
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
+from molsepnorm.train.soup import TopEpochs
 from molsepnorm.train.state import (Progress, capture_rng_state, restore_rng_state, seed_everything,
                                     training_state)
 from molsepnorm.train.step import TrainStep, resolve_loss, skip_or_stop
@@ -68,6 +72,7 @@ class FitResult:
     stopped: str  # "epochs", "max_steps" or "early_stopping"
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    averaged_epochs: list[int] = field(default_factory=list)  # train.average_best: the epochs best.pt averages
 
 
 def resolve_config(config: ExperimentConfig, splits: Any) -> ExperimentConfig:
@@ -140,6 +145,8 @@ class Trainer:
         self.metric: str = splits.metric
         if self.metric not in HIGHER_IS_BETTER:
             raise MolsepnormError(f"data set {splits.name!r} names an unknown metric {self.metric!r}")
+        # what picks best.pt and stops early (results.json records it; config.yaml keeps the setting)
+        self.monitor: str = resolve_monitor(tc.monitor, self.task, self.metric)
         loss = resolve_loss(tc.loss, self.task)
         self.use_bf16 = self.device.type == "cuda" and tc.precision in ("auto", "bf16")
         if tc.precision == "bf16" and self.device.type != "cuda":
@@ -190,6 +197,8 @@ class Trainer:
             torch.manual_seed(tc.seed + 1_000_003 * self.env.rank)
         self.state = Progress()
         self._best_state: Optional[dict[str, Tensor]] = None
+        # train.average_best > 1: the best epochs' weights, averaged into best.pt at the end
+        self.top = TopEpochs(tc.average_best, self.monitor) if tc.average_best > 1 else None
         self._unsaved_seconds = 0.0  # training seconds since last.pt was last written
         self._domain: Optional[ApplicabilityDomain] = None  # built when the first checkpoint is written
 
@@ -259,7 +268,7 @@ class Trainer:
                  self.max_epochs, " (auto)" if tc.epochs == "auto" else "", self.steps_per_epoch, self.total_steps,
                  self.warmup_steps, tc.batch_size, tc.lr, self.step.loss, f", {self.scaler!r}" if self.scaler else "",
                  "no early stopping" if self.patience is None else
-                 f"early stopping after {self.patience} epochs without a better validation {self.metric}"
+                 f"early stopping after {self.patience} epochs without a better validation {self.monitor}"
                  + (f", not before epoch {self.earliest_stop}" if self.earliest_stop else ""))
         batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
         if tc.batching == "bucket" and "batch" in batch_kinds:
@@ -359,8 +368,11 @@ class Trainer:
         eval_seconds = time.perf_counter() - t_eval
         st.epoch += 1
         st.batch_in_epoch = 0
-        value = val.get(self.metric, float("nan"))
-        improved = is_better(self.metric, value, st.best_value) and _params_finite(self.eval_model)
+        value = val.get(self.monitor, float("nan"))
+        finite = _params_finite(self.eval_model)
+        improved = is_better(self.monitor, value, st.best_value) and finite
+        if self.top is not None and finite:
+            self.top.offer(value, st.epoch, self.eval_model.state_dict())
         if improved:
             st.best_value, st.best_epoch, st.best_val = value, st.epoch, dict(val)
             st.bad_epochs = 0
@@ -369,7 +381,7 @@ class Trainer:
             st.bad_epochs += 1
         row = {"epoch": st.epoch, "step": st.step, "lr": self.scheduler.get_last_lr()[0],
                "train_loss": train_loss, **{f"val_{k}": v for k, v in val.items()},
-               f"best_val_{self.metric}": st.best_value, "epoch_seconds": epoch_seconds,
+               f"best_val_{self.monitor}": st.best_value, "epoch_seconds": epoch_seconds,
                "eval_seconds": eval_seconds, "graphs_per_second": graphs_per_s}
         if self.tc.on_nonfinite == "skip":
             row["skipped_batches"] = st.skipped_batches
@@ -442,6 +454,8 @@ class Trainer:
         checkpoint.training_state = training_state(self.optimizer, self.scheduler, self.state, rng, self._best_state)
         if self.ema is not None:
             checkpoint.training_state["ema"] = self.ema.state_dict()
+        if self.top is not None:
+            checkpoint.training_state["top_epochs"] = self.top.state_dict()
         checkpoint.save(self.run_dir.last)
 
     def load_training_state(self, checkpoint: Checkpoint) -> None:
@@ -460,6 +474,11 @@ class Trainer:
             else:
                 raise MolsepnormError(f"{checkpoint.name} was written without train.ema_decay: it cannot resume a "
                                       "run with a weight average")
+        if self.top is not None:
+            if ts.get("top_epochs") is None:
+                raise MolsepnormError(f"{checkpoint.name} was written without train.average_best: it cannot resume "
+                                      "a run that averages its best epochs")
+            self.top.load_state_dict(ts["top_epochs"])
         rngs = ts["rng"]
         if len(rngs) == self.env.world_size:
             restore_rng_state(rngs[self.env.rank])
@@ -475,26 +494,39 @@ class Trainer:
         if best_state is not None:
             self.eval_model.load_state_dict(best_state)
         else:
-            log.warning("no epoch gave a finite validation %s: no best.pt; reporting the last weights", self.metric)
+            log.warning("no epoch gave a finite validation %s: no best.pt; reporting the last weights", self.monitor)
+        averaged: list[int] = []  # the epochs whose weights best.pt averages (train.average_best)
+        if self.top is not None and len(self.top) > 1:
+            best_state, averaged = self.top.average(), sorted(self.top.epochs)
+            self.eval_model.load_state_dict(best_state)
+            log.info("best.pt averages the weights of epochs %s, the %d best by validation %s",
+                     ", ".join(map(str, averaged)), len(averaged), self.monitor)
         test = self.evaluate("test")
-        val = dict(st.best_val) if best_state is not None else self.evaluate("val")
+        if averaged:
+            val = self.evaluate("val")
+        else:
+            val = dict(st.best_val) if best_state is not None else self.evaluate("val")
         history = self.run_dir.read_metrics() if self.run_dir is not None else []
         if self.run_dir is not None:
             if best_state is not None:
-                best = self._checkpoint("best", state_dict=best_state, metrics={"val": val, "test": test})
+                metrics: dict[str, Any] = {"val": val, "test": test}
+                if averaged:
+                    metrics["averaged_epochs"] = averaged
+                best = self._checkpoint("best", state_dict=best_state, metrics=metrics)
                 best.save(self.run_dir.best)
             self.run_dir.write_results({
-                "dataset": self.splits.name, "task": self.task, "metric": self.metric,
+                "dataset": self.splits.name, "task": self.task, "metric": self.metric, "monitor": self.monitor,
                 "norm": self.model_config.norm, "seed": self.tc.seed, "best_epoch": st.best_epoch,
+                **({"averaged_epochs": averaged} if averaged else {}),
                 "epochs": st.epoch, "steps": st.step, "stopped": stopped, "val": val, "test": test,
             })
             # the CLI prints the table itself; on the terminal the log would repeat it
-            log.info("best epoch %s (%s on validation)\n%s", st.best_epoch, self.metric,
+            log.info("best epoch %s (%s on validation)\n%s", st.best_epoch, self.monitor,
                      summary_table({"val": val, "test": test}), extra={"file_only": True})
         ddp.barrier(self.env)
         return FitResult(run_dir=self.run_dir.path if self.run_dir else None, best_epoch=st.best_epoch, val=val,
                          test=test, steps=st.step, epochs=st.epoch, stopped=stopped, history=history,
-                         seconds=seconds)
+                         seconds=seconds, averaged_epochs=averaged)
 
 
 class _SkipBatches(Sampler[list[int]]):

@@ -34,7 +34,8 @@ def trained(tmp_path_factory):
     run = tmp / "run"
     result = CliRunner().invoke(train, ["--config", str(TINY), "--dataset", str(csv), "--norm", "share",
                                         "--epochs", "2", "--batch-size", "48", "--lr", "0.002", "--seed", "5",
-                                        "--threads", "1", "--patience", "off", "--no-progress", "--out", str(run)])
+                                        "--threads", "1", "--patience", "off", "--monitor", "rmse", "--average-best", "2",
+                                        "--no-progress", "--out", str(run)])
     assert result.exit_code == 0, result.output
     return run, result
 
@@ -49,6 +50,9 @@ def test_train_prints_a_summary_table_and_applies_flags(trained):
     assert config["model"]["norm"] == "share"
     assert (config["train"]["epochs"], config["train"]["batch_size"], config["train"]["lr"],
             config["train"]["seed"], config["train"]["patience"]) == (2, 48, 0.002, 5, "off")
+    assert (config["train"]["monitor"], config["train"]["average_best"]) == ("rmse", 2)
+    assert "best_val_rmse" in json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert "(best.pt averages epochs 1, 2)" in result.stdout
     assert "no early stopping" in result.stderr
     assert "epoch 1" in result.stderr  # the log goes to the terminal too
 
@@ -91,6 +95,8 @@ def test_train_errors_are_one_clear_line(tmp_path):
     assert result.exit_code == 1 and "missing.yaml" in result.output
     result = runner.invoke(train, ["--dataset", "nci-tpsa", "--patience", "soon", "--out", str(tmp_path / "r3")])
     assert result.exit_code == 2 and "'soon' is not a positive integer, 'auto' or 'off'" in result.output
+    result = runner.invoke(train, ["--dataset", "nci-tpsa", "--monitor", "rocauc", "--out", str(tmp_path / "r4")])
+    assert result.exit_code == 1 and "train.monitor 'rocauc' is not a regression metric" in result.output
 
 
 def test_nproc_runs_torchrun_with_the_same_flags(monkeypatch):

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 
 from molsepnorm.checkpoint import Checkpoint, CheckpointError
 
@@ -123,6 +125,57 @@ def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, interrupt_train
     if batching == "random":
         assert full.steps == 16  # 240 molecules in batches of 32, 2 epochs
     assert rows(tmp_path / "cut") == rows(tmp_path / "full")
+
+
+def test_resume_keeps_the_best_epochs_that_average_best_will_average(tmp_path, interrupt_training, write_tpsa_csv):
+    """Killed in epoch 2 (last.pt at step 9, after epoch 1 was ranked): last.pt carries epoch
+    1's weights, and the resumed run averages the same epochs into the same best.pt."""
+    from molsepnorm.train.api import resume, train
+    from molsepnorm.train.config import load_experiment_config
+
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    config = lambda: load_experiment_config(TINY, {  # noqa: E731
+        "data.dataset": str(csv), "train.epochs": 3, "train.batch_size": 32, "train.seed": 3, "train.patience": "off",
+        "train.checkpoint_every_steps": 3, "train.checkpoint_every_seconds": 0, "train.threads": 1,
+        "train.progress": False, "train.batching": "random", "train.average_best": 3})
+    full = train(config(), out=tmp_path / "full", console=False)
+    with interrupt_training(10):
+        train(config(), out=tmp_path / "cut", console=False)
+    cut = Checkpoint.load(tmp_path / "cut" / "last.pt")
+    assert cut.training_state["progress"]["epoch"] == 1 and len(cut.training_state["top_epochs"]) == 1
+
+    resumed = resume(tmp_path / "cut", console=False)
+    assert full.averaged_epochs == resumed.averaged_epochs == [1, 2, 3]  # epoch 1's weights came from last.pt
+    assert resumed.val == full.val and resumed.test == full.test
+    soup = Checkpoint.load(tmp_path / "cut" / "best.pt").state_dict
+    assert all(torch.equal(t, soup[k]) for k, t in Checkpoint.load(tmp_path / "full" / "best.pt").state_dict.items())
+
+
+def test_a_run_begun_before_train_monitor_resumes_choosing_by_the_data_sets_metric(tmp_path, interrupt_training,
+                                                                                   write_tpsa_csv):
+    """Its config.yaml has no train.monitor: it kept the best validation ROC-AUC, and a
+    resume must go on doing so, not switch to the log loss of today's classification default."""
+    from molsepnorm._yaml import safe_load
+    from molsepnorm.train.api import resume, train
+    from molsepnorm.train.config import load_experiment_config
+
+    csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
+    config = lambda: load_experiment_config(TINY, {  # noqa: E731
+        "data.dataset": str(csv), "train.epochs": 3, "train.batch_size": 32, "train.seed": 3, "train.patience": "off",
+        "train.checkpoint_every_steps": 3, "train.checkpoint_every_seconds": 0, "train.threads": 1,
+        "train.progress": False, "train.monitor": "metric"})
+    full = train(config(), out=tmp_path / "full", console=False)
+    with interrupt_training(7):
+        train(config(), out=tmp_path / "cut", console=False)
+    written = tmp_path / "cut" / "config.yaml"
+    raw = safe_load(written.read_text())
+    assert raw["train"].pop("monitor") == "metric"
+    written.write_text(yaml.safe_dump(raw))
+
+    resumed = resume(tmp_path / "cut", console=False)
+    assert rows(tmp_path / "cut") == rows(tmp_path / "full")
+    assert "best_val_rocauc" in rows(tmp_path / "cut")[-1]
+    assert resumed.best_epoch == full.best_epoch and resumed.test == full.test
 
 
 def test_resume_refuses_other_settings_and_missing_runs(tmp_path):

@@ -78,17 +78,40 @@ def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path, write
     assert sum(p.numel() for p in model.parameters()) > 0
 
 
-def test_binary_classification_reports_roc_and_pr_auc(tmp_path, write_tpsa_csv):
+def test_binary_classification_reports_auc_and_keeps_the_epoch_of_lowest_log_loss(tmp_path, write_tpsa_csv):
     csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
     run = tmp_path / "run"
-    result = train(tiny(csv, epochs=1), out=run, console=False)
-    assert set(result.test) == {"rocauc", "prauc"}
+    result = train(tiny(csv, epochs=4, patience="off"), out=run, console=False)
+    assert set(result.test) == {"rocauc", "prauc", "logloss"}
     assert 0.0 <= result.test["rocauc"] <= 1.0
     ckpt = Checkpoint.load(run / "best.pt")
     assert ckpt.task.type == "binary" and ckpt.target_scaling is None
-    assert ckpt.config["train"]["loss"] == "auto"
+    assert ckpt.task.metric == "rocauc"  # the data set's metric, reported; the log loss picks the checkpoint
+    assert ckpt.config["train"]["loss"] == "auto" and ckpt.config["train"]["monitor"] == "auto"
+    assert json.loads((run / "results.json").read_text())["monitor"] == "logloss"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert "val_rocauc" in rows[0] and "val_prauc" in rows[0]
+    assert {"val_rocauc", "val_prauc", "val_logloss", "best_val_logloss"} <= set(rows[0])
+    losses = [row["val_logloss"] for row in rows]
+    assert result.best_epoch == 1 + losses.index(min(losses)) == ckpt.epoch
+    assert result.val["logloss"] == pytest.approx(min(losses))
+
+
+def test_average_best_writes_the_evaluated_average_of_the_best_epochs(tmp_path, write_tpsa_csv):
+    from molsepnorm.inference.evaluate import evaluate_checkpoint
+
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    run = tmp_path / "run"
+    result = train(tiny(csv, epochs=4, patience="off", average_best=3), out=run, console=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    maes = [row["val_mae"] for row in rows]
+    assert result.averaged_epochs == sorted(sorted(range(1, 5), key=lambda e: maes[e - 1])[:3])
+    assert result.best_epoch == 1 + maes.index(min(maes))
+    ckpt = Checkpoint.load(run / "best.pt")
+    assert ckpt.metrics["averaged_epochs"] == result.averaged_epochs
+    assert json.loads((run / "results.json").read_text())["averaged_epochs"] == result.averaged_epochs
+    assert result.val["mae"] not in maes  # the average's own validation score, not an epoch's
+    assert evaluate_checkpoint(run / "best.pt", split="val")["metrics"] == pytest.approx(result.val)
+    assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
 
 
 def test_refuses_to_overwrite_a_run(tmp_path, write_tpsa_csv):

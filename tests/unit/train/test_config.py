@@ -87,6 +87,7 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"patience": "soon"}, "data": {"dataset": "d"}}, "train.patience must be a positive integer, 'auto'"),
     ({"train": {"patience": 0}, "data": {"dataset": "d"}}, "train.patience"),
     ({"train": {"checkpoint_every_seconds": -1}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
+    ({"train": {"monitor": "accuracy"}, "data": {"dataset": "d"}}, "train.monitor"),
     ({"train": {"checkpoint_every_seconds": "often"}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
     ({"train": {"lr": "fast"}, "data": {"dataset": "d"}}, "train.lr must be a number, got 'fast'"),
     ({"train": {"weight_decay": True}, "data": {"dataset": "d"}}, "train.weight_decay must be a number"),
@@ -150,3 +151,15 @@ def test_classification_gets_dropout_unless_the_model_section_sets_a_rate():
     assert all(rate == 0.1 for rate in CLASSIFICATION_DROPOUT.values())
     given = load_experiment_config(None, {"data.dataset": "my.csv", "model.activation_dropout": 0.0})
     assert with_task_defaults(given, "binary") is given
+
+
+def test_the_monitored_metric_follows_the_task_unless_given():
+    from molsepnorm.train.config import CLASSIFICATION_MONITOR, resolve_monitor
+
+    assert resolve_monitor("auto", "regression", "mae") == "mae"
+    assert resolve_monitor("auto", "binary", "rocauc") == CLASSIFICATION_MONITOR == "logloss"
+    assert resolve_monitor("metric", "binary", "rocauc") == "rocauc"
+    assert resolve_monitor("prauc", "binary", "rocauc") == "prauc"
+    assert resolve_monitor("rmse", "regression", "mae") == "rmse"
+    with pytest.raises(ConfigError, match="train.monitor 'rocauc' is not a regression metric: use auto or one of mae"):
+        resolve_monitor("rocauc", "regression", "mae")

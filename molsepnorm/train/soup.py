@@ -1,0 +1,80 @@
+"""The weights of a run's k best epochs and their uniform average (a checkpoint soup).
+
+Wortsman et al., "Model soups: averaging weights of multiple fine-tuned models improves
+accuracy without increasing inference time" (ICML 2022): models fine-tuned from one
+pretrained start lie in one basin of the loss, so the average of their weights is a model
+of its own, often better than each.  Here the ingredients are the epochs of one run with
+the best validation metric (as stochastic weight averaging averages a run's last epochs,
+Izmailov et al. 2018, but chosen by validation):
+
+    θ_soup = (1 / k) Σ_{e ∈ best k epochs} θ_e
+
+Floating-point buffers (the graph token's BatchNorm running statistics) are averaged the
+same way; integer buffers (``num_batches_tracked``) come from the best epoch.  The kept
+weights go into ``last.pt`` for an exact resume: k more copies of the (small) model.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import Tensor
+
+from molsepnorm.inference.metrics import is_better
+
+
+class TopEpochs:
+    """The ``k`` epochs with the best validation ``metric`` so far, with their weights.
+
+    Args:
+        k: how many epochs to keep (at least 1).
+        metric: the validation metric that ranks them (its direction from
+            :data:`~molsepnorm.inference.metrics.HIGHER_IS_BETTER`).
+    """
+
+    def __init__(self, k: int, metric: str) -> None:
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        self.k, self.metric = k, metric
+        self._kept: list[tuple[float, int, dict[str, Tensor]]] = []  # (value, epoch, weights), best first
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    @property
+    def epochs(self) -> list[int]:
+        """The kept epochs (1-based), best first."""
+        return [epoch for _, epoch, _ in self._kept]
+
+    def offer(self, value: float, epoch: int, state_dict: dict[str, Tensor]) -> bool:
+        """Keep this epoch's weights (a CPU copy) if ``value`` ranks among the ``k`` best;
+        a NaN never does.  Ties keep the earlier epoch ahead.  Returns whether it was kept."""
+        place = len(self._kept)
+        while place > 0 and is_better(self.metric, value, self._kept[place - 1][0]):
+            place -= 1
+        if place >= self.k or not is_better(self.metric, value, None):
+            return False
+        weights = {name: t.detach().to("cpu", copy=True) for name, t in state_dict.items()}
+        self._kept.insert(place, (float(value), int(epoch), weights))
+        del self._kept[self.k:]
+        return True
+
+    def average(self) -> Optional[dict[str, Tensor]]:
+        """The uniform average of the kept weights (module docstring); None when none is kept."""
+        if not self._kept:
+            return None
+        states = [weights for _, _, weights in self._kept]
+        out: dict[str, Tensor] = {}
+        for name, best in states[0].items():
+            if best.is_floating_point():
+                out[name] = torch.stack([s[name] for s in states]).mean(dim=0)
+            else:
+                out[name] = best.clone()
+        return out
+
+    def state_dict(self) -> list[dict[str, Any]]:
+        """Plain data for ``last.pt``: an exact resume keeps the same ingredients."""
+        return [{"value": value, "epoch": epoch, "weights": weights} for value, epoch, weights in self._kept]
+
+    def load_state_dict(self, state: list[dict[str, Any]]) -> None:
+        self._kept = [(float(s["value"]), int(s["epoch"]), s["weights"]) for s in state][: self.k]
