@@ -101,11 +101,11 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               help="Early stopping: stop after N epochs without a better validation metric; auto (default): "
                    "30% of the epochs, at least 10, and not before the second half of the run; off: train all epochs.")
 @click.option("--monitor", type=LibraryChoice("molsepnorm.train.config:MONITORS"), default=None,
-              help="The validation metric that picks best.pt and drives early stopping. Default auto: the data "
-                   "set's metric for regression, the log loss for classification; metric: the data set's.")
+              help="The validation metric that picks best.pt and drives early stopping (default auto: the data "
+                   "set's; logloss selects as chemprop does).")
 @click.option("--average-best", type=click.IntRange(min=1), default=None, metavar="K",
               help="best.pt averages the weights of the K epochs with the best validation metric (a checkpoint "
-                   "soup); default 1: the best epoch's weights.")
+                   "soup); 1: the best epoch's weights. Default: 5 for classification, 1 for regression.")
 @click.option("--ema", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="DECAY", help="Evaluate and save a moving average of the weights with this decay, e.g. 0.999.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,

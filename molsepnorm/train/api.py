@@ -126,8 +126,6 @@ def resume(
         # without the model keys added since, which Checkpoint.load completes
         config.model = dict(checkpoint.model_config)
         config.train.init = None  # the weights come from last.pt (the init checkpoint may be gone)
-        if "monitor" not in (read_yaml(rd.config).get("train") or {}):
-            config.train.monitor = "metric"  # a run begun before train.monitor: it chose by the data set's metric
         splits = load_splits(config, env)
         _check_same_split(rd, splits)
         trainer = Trainer(config, splits, run_dir=rd, env=env)

@@ -44,8 +44,8 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_monitor, resolve_patience,
-                                     with_task_defaults)
+from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
+                                     resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
 from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, init_scaler, load_init_weights,
                                    resolve_init)
@@ -197,8 +197,9 @@ class Trainer:
             torch.manual_seed(tc.seed + 1_000_003 * self.env.rank)
         self.state = Progress()
         self._best_state: Optional[dict[str, Tensor]] = None
-        # train.average_best > 1: the best epochs' weights, averaged into best.pt at the end
-        self.top = TopEpochs(tc.average_best, self.monitor) if tc.average_best > 1 else None
+        # more than one: the best epochs' weights, averaged into best.pt at the end
+        self.average_best = resolve_average_best(tc.average_best, self.task)
+        self.top = TopEpochs(self.average_best, self.monitor) if self.average_best > 1 else None
         self._unsaved_seconds = 0.0  # training seconds since last.pt was last written
         self._domain: Optional[ApplicabilityDomain] = None  # built when the first checkpoint is written
 
@@ -270,6 +271,8 @@ class Trainer:
                  "no early stopping" if self.patience is None else
                  f"early stopping after {self.patience} epochs without a better validation {self.monitor}"
                  + (f", not before epoch {self.earliest_stop}" if self.earliest_stop else ""))
+        log.info("best.pt: %s", f"the average of the {self.average_best} best epochs' weights by validation "
+                 f"{self.monitor}" if self.top else f"the best epoch's weights by validation {self.monitor}")
         batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
         if tc.batching == "bucket" and "batch" in batch_kinds:
             log.warning("a batch norm (model %s) with size-bucketed batches: each batch holds molecules of one "

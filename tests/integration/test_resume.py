@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from molsepnorm.checkpoint import Checkpoint, CheckpointError
 
@@ -149,33 +148,6 @@ def test_resume_keeps_the_best_epochs_that_average_best_will_average(tmp_path, i
     assert resumed.val == full.val and resumed.test == full.test
     soup = Checkpoint.load(tmp_path / "cut" / "best.pt").state_dict
     assert all(torch.equal(t, soup[k]) for k, t in Checkpoint.load(tmp_path / "full" / "best.pt").state_dict.items())
-
-
-def test_a_run_begun_before_train_monitor_resumes_choosing_by_the_data_sets_metric(tmp_path, interrupt_training,
-                                                                                   write_tpsa_csv):
-    """Its config.yaml has no train.monitor: it kept the best validation ROC-AUC, and a
-    resume must go on doing so, not switch to the log loss of today's classification default."""
-    from molsepnorm._yaml import safe_load
-    from molsepnorm.train.api import resume, train
-    from molsepnorm.train.config import load_experiment_config
-
-    csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
-    config = lambda: load_experiment_config(TINY, {  # noqa: E731
-        "data.dataset": str(csv), "train.epochs": 3, "train.batch_size": 32, "train.seed": 3, "train.patience": "off",
-        "train.checkpoint_every_steps": 3, "train.checkpoint_every_seconds": 0, "train.threads": 1,
-        "train.progress": False, "train.monitor": "metric"})
-    full = train(config(), out=tmp_path / "full", console=False)
-    with interrupt_training(7):
-        train(config(), out=tmp_path / "cut", console=False)
-    written = tmp_path / "cut" / "config.yaml"
-    raw = safe_load(written.read_text())
-    assert raw["train"].pop("monitor") == "metric"
-    written.write_text(yaml.safe_dump(raw))
-
-    resumed = resume(tmp_path / "cut", console=False)
-    assert rows(tmp_path / "cut") == rows(tmp_path / "full")
-    assert "best_val_rocauc" in rows(tmp_path / "cut")[-1]
-    assert resumed.best_epoch == full.best_epoch and resumed.test == full.test
 
 
 def test_resume_refuses_other_settings_and_missing_runs(tmp_path):

@@ -88,6 +88,7 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"patience": 0}, "data": {"dataset": "d"}}, "train.patience"),
     ({"train": {"checkpoint_every_seconds": -1}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
     ({"train": {"monitor": "accuracy"}, "data": {"dataset": "d"}}, "train.monitor"),
+    ({"train": {"average_best": 0}, "data": {"dataset": "d"}}, "train.average_best must be a positive integer or 'auto'"),
     ({"train": {"checkpoint_every_seconds": "often"}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
     ({"train": {"lr": "fast"}, "data": {"dataset": "d"}}, "train.lr must be a number, got 'fast'"),
     ({"train": {"weight_decay": True}, "data": {"dataset": "d"}}, "train.weight_decay must be a number"),
@@ -153,13 +154,21 @@ def test_classification_gets_dropout_unless_the_model_section_sets_a_rate():
     assert with_task_defaults(given, "binary") is given
 
 
-def test_the_monitored_metric_follows_the_task_unless_given():
-    from molsepnorm.train.config import CLASSIFICATION_MONITOR, resolve_monitor
+def test_the_monitored_metric_is_the_data_sets_unless_given():
+    from molsepnorm.train.config import resolve_monitor
 
     assert resolve_monitor("auto", "regression", "mae") == "mae"
-    assert resolve_monitor("auto", "binary", "rocauc") == CLASSIFICATION_MONITOR == "logloss"
-    assert resolve_monitor("metric", "binary", "rocauc") == "rocauc"
-    assert resolve_monitor("prauc", "binary", "rocauc") == "prauc"
+    assert resolve_monitor("auto", "binary", "rocauc") == "rocauc"
+    assert resolve_monitor("logloss", "binary", "rocauc") == "logloss"
     assert resolve_monitor("rmse", "regression", "mae") == "rmse"
     with pytest.raises(ConfigError, match="train.monitor 'rocauc' is not a regression metric: use auto or one of mae"):
         resolve_monitor("rocauc", "regression", "mae")
+
+
+def test_classification_averages_its_best_epochs_unless_told():
+    from molsepnorm.train.config import CLASSIFICATION_AVERAGE_BEST, resolve_average_best
+
+    assert ExperimentConfig().train.average_best == "auto"
+    assert resolve_average_best("auto", "binary") == CLASSIFICATION_AVERAGE_BEST == 5
+    assert resolve_average_best("auto", "regression") == 1
+    assert resolve_average_best(1, "binary") == 1 and resolve_average_best(3, "regression") == 3
