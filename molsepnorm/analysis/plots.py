@@ -183,7 +183,8 @@ def plot_curves(
         if logy and key != "lr":
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, title="run (★ best)" if any(key in keys for keys in selection.values()) else "run", title_fontsize=8)
+        starred = any(key in keys for keys in selection.values())
+        ax.legend(fontsize=8, title="run (★ best)" if starred else "run", title_fontsize=8)
     for ax in axes[n:]:
         ax.set_visible(False)
     fig.suptitle(title or "Training curves")

@@ -2,9 +2,9 @@
 
 Regression: ``mae``, ``rmse``, ``r2``.  Binary classification: ``rocauc``, ``prauc``
 (average precision) and ``logloss`` (binary cross-entropy of the probabilities, the loss
-the model is trained on; NaN for scores outside [0, 1]).  A missing target (NaN) is left out of its column; a column with no
-labels (or, for classification, a single class) is left out of the average, as OGB
-does.  For ogbg-molhiv, ``rocauc`` comes from OGB's own ``Evaluator``.  With more than
+the model is trained on; NaN for scores outside [0, 1]).  A missing target (NaN) is left
+out of its column; a column with no labels (or, for classification, a single class) is
+left out of the average, as OGB does.  For ogbg-molhiv, ``rocauc`` comes from OGB's own ``Evaluator``.  With more than
 one target the per-target values are reported too, as ``"mae/<target name>"``.
 """
 from __future__ import annotations

@@ -478,10 +478,12 @@ class Trainer:
                 raise MolsepnormError(f"{checkpoint.name} was written without train.ema_decay: it cannot resume a "
                                       "run with a weight average")
         if self.top is not None:
-            if ts.get("top_epochs") is None:
-                raise MolsepnormError(f"{checkpoint.name} was written without train.average_best: it cannot resume "
-                                      "a run that averages its best epochs")
-            self.top.load_state_dict(ts["top_epochs"])
+            if ts.get("top_epochs") is None:  # a run begun before train.average_best existed
+                log.warning("%s holds no kept epochs (a run begun before train.average_best): best.pt will be the "
+                            "best epoch's weights", checkpoint.name)
+                self.top = None
+            else:
+                self.top.load_state_dict(ts["top_epochs"])
         rngs = ts["rng"]
         if len(rngs) == self.env.world_size:
             restore_rng_state(rngs[self.env.rank])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from molsepnorm.checkpoint import Checkpoint, CheckpointError
 
@@ -148,6 +149,34 @@ def test_resume_keeps_the_best_epochs_that_average_best_will_average(tmp_path, i
     assert resumed.val == full.val and resumed.test == full.test
     soup = Checkpoint.load(tmp_path / "cut" / "best.pt").state_dict
     assert all(torch.equal(t, soup[k]) for k, t in Checkpoint.load(tmp_path / "full" / "best.pt").state_dict.items())
+
+
+def test_a_classification_run_begun_before_average_best_resumes_with_its_best_epoch(tmp_path, interrupt_training,
+                                                                                    write_tpsa_csv):
+    """Its last.pt holds no kept epochs and its config.yaml no average_best (so "auto": 5 today):
+    the resume finishes, and best.pt is the best epoch's weights, as when the run began."""
+    from molsepnorm._yaml import safe_load
+    from molsepnorm.train.api import resume, train
+    from molsepnorm.train.config import load_experiment_config
+
+    csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
+    config = lambda: load_experiment_config(TINY, {  # noqa: E731
+        "data.dataset": str(csv), "train.epochs": 3, "train.batch_size": 32, "train.seed": 3, "train.patience": "off",
+        "train.checkpoint_every_steps": 3, "train.checkpoint_every_seconds": 0, "train.threads": 1,
+        "train.progress": False, "train.average_best": 1})
+    full = train(config(), out=tmp_path / "full", console=False)
+    with interrupt_training(10):
+        train(config(), out=tmp_path / "cut", console=False)
+    written = tmp_path / "cut" / "config.yaml"
+    raw = safe_load(written.read_text())
+    assert raw["train"].pop("average_best") == 1
+    written.write_text(yaml.safe_dump(raw))
+    assert "top_epochs" not in Checkpoint.load(tmp_path / "cut" / "last.pt").training_state
+
+    resumed = resume(tmp_path / "cut", console=False)
+    assert resumed.averaged_epochs == [] and resumed.best_epoch == full.best_epoch
+    assert resumed.test == full.test and rows(tmp_path / "cut") == rows(tmp_path / "full")
+    assert "a run begun before train.average_best" in (tmp_path / "cut" / "train.log").read_text()
 
 
 def test_resume_refuses_other_settings_and_missing_runs(tmp_path):
