@@ -119,7 +119,20 @@ def vit_loss(out) -> torch.Tensor:
     return out.last_hidden_state.pow(2).mean() + (out.last_hidden_state[:, 0] - .5).pow(2).mean()
 
 
-def test_hf_vit_eval_cls_stays_the_size_of_train():
+@pytest.fixture
+def one_thread():
+    """Pin torch to one thread (restored after): the test's figures then do not depend on the
+    thread count an earlier test in the same worker left behind."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_hf_vit_eval_cls_stays_the_size_of_train(one_thread):
+    # The failure this guards against made eval's [CLS] 10^2-10^3 times train's. A healthy
+    # conversion still differs between the batch's and the running statistics: eval / train
+    # was 0.76 on one thread and 1.6-2.1 on two (the rounding of 300 steps), hence 3x.
     model = convert_to_sepnorm(tiny_vit(hidden=64, layers=4, image=32, patch=8), verbose=False)
     layers = model.encoder.layer if hasattr(model, "encoder") else model.layers  # transformers 4 / 5
     assert isinstance(layers[0].layernorm_before.cls_norm, MaskedLayerNorm)
@@ -128,7 +141,7 @@ def test_hf_vit_eval_cls_stays_the_size_of_train():
     train_briefly(model, lambda s: {"pixel_values": torch.randn(16, 3, 32, 32, generator=g)}, vit_loss, steps=300)
     batch = {"pixel_values": torch.randn(16, 3, 32, 32, generator=g)}
     train_size, eval_size = cls_size(model, batch, True), cls_size(model, batch, False)
-    assert eval_size < 2 * train_size, (eval_size, train_size)
+    assert eval_size < 3 * train_size, (eval_size, train_size)
 
 
 def test_recalibration_removes_the_lag_of_a_collapsing_cls():
