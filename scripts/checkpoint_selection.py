@@ -36,7 +36,9 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
-from sklearn.metrics import log_loss, roc_auc_score
+
+from molsepnorm.inference.metrics import compute_metrics
+from molsepnorm.train.soup import average_weights
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare_chemprop as cc  # noqa: E402  (the comparison's tables, so the data and flags match)
@@ -44,9 +46,8 @@ import compare_chemprop as cc  # noqa: E402  (the comparison's tables, so the da
 
 def _scores(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     """ROC-AUC and log loss of one binary column (rows with a label)."""
-    keep = ~np.isnan(y)
-    y, p = y[keep].astype(int), np.clip(p[keep], 1e-7, 1 - 1e-7)
-    return {"rocauc": float(roc_auc_score(y, p)), "loss": float(log_loss(y, p, labels=[0, 1]))}
+    metrics = compute_metrics("binary", y, p)
+    return {"rocauc": metrics["rocauc"], "loss": metrics["logloss"]}
 
 
 class Probe:
@@ -119,12 +120,13 @@ class Probe:
             f"{k} val {v['val']['rocauc']:.4f}/{v['val']['loss']:.4f} test {v['test']['rocauc']:.4f}"
             for k, v in row.items() if k != "epoch"), flush=True)
 
-    def score_state(self, state: dict[str, torch.Tensor]) -> dict[str, dict[str, float]]:
-        """Validation and test scores of a state dict (a soup), in a copy of the model."""
+    def score_state(self, state: dict[str, torch.Tensor],
+                    splits: tuple[str, ...] = ("val", "test")) -> dict[str, dict[str, float]]:
+        """Scores of a state dict (a soup) on ``splits``, in a copy of the model."""
         module = copy.deepcopy(self.trainer.eval_model)
         module.load_state_dict(state)
         out = {}
-        for split in ("val", "test"):
+        for split in splits:
             y, p = self.predict_with(self.trainer, module, split)
             out[split] = _scores(y[:, 0], p[:, 0])
         return out
@@ -147,16 +149,6 @@ def stop_epoch(values: list[float], higher: bool, epochs: int) -> int:
     return len(values)
 
 
-def average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    out = {}
-    for key, first in states[0].items():
-        if first.is_floating_point():
-            out[key] = torch.stack([s[key] for s in states]).mean(0)
-        else:
-            out[key] = states[-1][key].clone()
-    return out
-
-
 def replay(probe: Probe, epochs: int) -> dict[str, Any]:
     """Every rule of the module docstring on the recorded trajectory."""
     rules: dict[str, Any] = {}
@@ -175,17 +167,18 @@ def replay(probe: Probe, epochs: int) -> dict[str, Any]:
         order = sorted(range(stop), key=lambda i: -curve[i] if higher else curve[i])
         for k in (3, 5):
             chosen = sorted(order[:k])
-            got = probe.score_state(average([probe.states[i] for i in chosen]))
+            got = probe.score_state(average_weights([probe.states[i] for i in chosen]))
             rules[f"soup-top{k}/{crit}"] = {"stop": stop, "epochs": [i + 1 for i in chosen], **got}
         if crit == "rocauc":
             kept = [order[0]]
             best_val = curve[order[0]]
-            got = {"val": rows[order[0]]["raw"]["val"], "test": rows[order[0]]["raw"]["test"]}
-            for i in order[1:]:
-                trial = probe.score_state(average([probe.states[j] for j in kept + [i]]))
+            for i in order[1:]:  # the trials need validation only
+                trial = probe.score_state(average_weights([probe.states[j] for j in kept + [i]]), ("val",))
                 if trial["val"]["rocauc"] >= best_val:
                     kept.append(i)
-                    best_val, got = trial["val"]["rocauc"], trial
+                    best_val = trial["val"]["rocauc"]
+            got = (probe.score_state(average_weights([probe.states[j] for j in kept])) if len(kept) > 1
+                   else {"val": rows[kept[0]]["raw"]["val"], "test": rows[kept[0]]["raw"]["test"]})
             rules["soup-greedy/rocauc"] = {"stop": stop, "epochs": sorted(j + 1 for j in kept), **got}
     return rules
 

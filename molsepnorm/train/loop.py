@@ -507,10 +507,8 @@ class Trainer:
             log.info("best.pt averages the weights of epochs %s, the %d best by validation %s",
                      ", ".join(map(str, averaged)), len(averaged), self.monitor)
         test = self.evaluate("test")
-        if averaged:
-            val = self.evaluate("val")
-        else:
-            val = dict(st.best_val) if best_state is not None else self.evaluate("val")
+        # the best epoch's validation scores are known; an average's or the last weights' are not
+        val = dict(st.best_val) if best_state is not None and not averaged else self.evaluate("val")
         history = self.run_dir.read_metrics() if self.run_dir is not None else []
         if self.run_dir is not None:
             if best_state is not None:

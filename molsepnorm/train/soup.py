@@ -23,6 +23,15 @@ from torch import Tensor
 from molsepnorm.inference.metrics import is_better
 
 
+def average_weights(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """The uniform average of state dicts with the same keys: floating-point tensors are
+    averaged, integer ones (``num_batches_tracked``) taken from the first."""
+    out: dict[str, Tensor] = {}
+    for name, first in states[0].items():
+        out[name] = torch.stack([s[name] for s in states]).mean(dim=0) if first.is_floating_point() else first.clone()
+    return out
+
+
 class TopEpochs:
     """The ``k`` epochs with the best validation ``metric`` so far, with their weights.
 
@@ -61,16 +70,7 @@ class TopEpochs:
 
     def average(self) -> Optional[dict[str, Tensor]]:
         """The uniform average of the kept weights (module docstring); None when none is kept."""
-        if not self._kept:
-            return None
-        states = [weights for _, _, weights in self._kept]
-        out: dict[str, Tensor] = {}
-        for name, best in states[0].items():
-            if best.is_floating_point():
-                out[name] = torch.stack([s[name] for s in states]).mean(dim=0)
-            else:
-                out[name] = best.clone()
-        return out
+        return average_weights([weights for _, _, weights in self._kept]) if self._kept else None
 
     def state_dict(self) -> list[dict[str, Any]]:
         """Plain data for ``last.pt``: an exact resume keeps the same ingredients."""
