@@ -54,6 +54,8 @@ _OVERRIDES = {
     "patience": "train.patience",
     "monitor": "train.monitor",
     "average_best": "train.average_best",
+    "companion": "train.companion",
+    "companion_weight": "train.companion_weight",
     "ema": "train.ema_decay",
     "threads": "train.threads",
     "cpu_malloc": "train.cpu_malloc",
@@ -106,6 +108,11 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
 @click.option("--average-best", type=click.IntRange(min=1), default=None, metavar="K",
               help="best.pt averages the weights of the K epochs with the best validation metric (a checkpoint "
                    "soup); 1: the best epoch's weights. Default: 5 for classification, 1 for regression.")
+@click.option("--companion", type=LibraryChoice("molsepnorm.train.config:COMPANIONS"), default=None,
+              help="Blend the Graphormer with a linear model on substructure counts (ECFP-like), fitted on the "
+                   "training molecules after training: fingerprint, none, or auto (default: for classification).")
+@click.option("--companion-weight", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
+              metavar="W", help="The blend's weight on the fingerprint model (default 0.5).")
 @click.option("--ema", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="DECAY", help="Evaluate and save a moving average of the weights with this decay, e.g. 0.999.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from molsepnorm.nn.attention import ATTENTION_IMPLS, BiasedSelfAttention
 from molsepnorm.nn.dropout import dropout
 from molsepnorm.nn.encoders import AtomEncoder, DegreeEncoder, GraphAttentionBias
+from molsepnorm.nn.fingerprint import BLENDS, FingerprintCompanion
 from molsepnorm.nn.norm import NORM_KINDS, SepNorm, ShareNorm
 
 if TYPE_CHECKING:  # the model reads a batch; it need not import the data package
@@ -88,6 +89,12 @@ class GraphormerConfig:
     # states -- a property that is a sum over atoms is linear in the sum
     readout: str = "cls+sum"
     num_tasks: int = 1  # outputs (logits for classification); the loss belongs to training
+    # --- fingerprint companion (molsepnorm.nn.fingerprint) ----------------------------
+    # a linear model on hashed circular-substructure counts, fitted after training and blended
+    # with the head's output; 0 buckets: none. Training sets these from train.companion.
+    companion_bits: int = 0
+    companion_radius: int = 2
+    companion_blend: str = "probability"  # "probability" (binary targets) | "value" (regression)
 
     def __post_init__(self) -> None:
         from molsepnorm.chem import VOCABS, vocab_sizes
@@ -119,6 +126,11 @@ class GraphormerConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_spatial < 3:
             raise ValueError(f"num_spatial must be >= 3, got {self.num_spatial}")
+        if self.companion_bits < 0 or self.companion_radius < 0:
+            raise ValueError(f"companion_bits and companion_radius must be >= 0, got {self.companion_bits} and "
+                             f"{self.companion_radius}")
+        if self.companion_blend not in BLENDS:
+            raise ValueError(f"companion_blend must be one of {BLENDS}, got {self.companion_blend!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (vocabulary sizes resolved) that :meth:`from_dict` turns back into this config."""
@@ -209,7 +221,9 @@ class Graphormer(nn.Module):
     norm (pre-LN) or the input norm (post-LN), each a SepNorm or a ShareNorm that is
     given the padding mask.  The prediction is a linear head on the graph token after
     the final norm (``readout="cls"``), or on the graph token concatenated with the sum or
-    mean of the atom states (``"cls+sum"`` / ``"cls+mean"``).
+    mean of the atom states (``"cls+sum"`` / ``"cls+mean"``).  With ``companion_bits`` the
+    head's output is blended with a fitted fingerprint model
+    (:class:`~molsepnorm.nn.fingerprint.FingerprintCompanion`, coefficients kept as buffers).
     """
 
     def __init__(self, config: GraphormerConfig):
@@ -227,6 +241,8 @@ class Graphormer(nn.Module):
         self.layers = nn.ModuleList(GraphormerLayer(config, first=i == 0) for i in range(config.num_layers))
         self.final_norm = make_norm(config) if config.pre_ln else None
         self.head = nn.Linear(D if config.readout == "cls" else 2 * D, config.num_tasks)
+        self.companion = FingerprintCompanion(config.companion_bits, config.companion_radius, config.num_tasks,
+                                              config.companion_blend) if config.companion_bits else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -242,6 +258,8 @@ class Graphormer(nn.Module):
                 norm.reset_parameters()
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
+        if self.companion is not None:
+            self.companion.reset_parameters()
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -294,7 +312,10 @@ class Graphormer(nn.Module):
         return self.encode(batch)[:, 0]
 
     def forward(self, batch: GraphBatch, return_embedding: bool = False) -> Tensor:
-        """(B, num_tasks) outputs (logits for classification), or the (B, D) graph-token
-        embedding with ``return_embedding``."""
+        """(B, num_tasks) outputs (logits for classification), blended with the fingerprint
+        companion's once it is fitted, or the (B, D) graph-token embedding with ``return_embedding``."""
         h = self.encode(batch)  # (B, N+1, D)
-        return h[:, 0] if return_embedding else self.head(self.readout(h, batch))
+        if return_embedding:
+            return h[:, 0]
+        out = self.head(self.readout(h, batch))  # (B, T)
+        return out if self.companion is None else self.companion(out, batch)

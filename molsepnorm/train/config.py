@@ -56,17 +56,26 @@ CLASSIFICATION_DROPOUT = {"dropout": 0.1, "attention_dropout": 0.1, "activation_
 
 
 def with_task_defaults(config: "ExperimentConfig", task: str) -> "ExperimentConfig":
-    """``config`` with the defaults that depend on the task: for ``task == "binary"``, a
-    copy with :data:`CLASSIFICATION_DROPOUT` unless the model section gives a dropout rate;
-    otherwise ``config`` itself.
+    """A copy of ``config`` with the defaults that depend on the task:
 
-    On molhiv (a scaffold split, 3.5 % actives) a run without dropout reaches its best
-    validation epoch early and scores lower on test; on the regression sets measured,
-    dropout made the test error worse (docs/accuracy.md, "The classification default")."""
-    if task != "binary" or any(key in config.model for key in CLASSIFICATION_DROPOUT):
-        return config
+    * for ``task == "binary"``, :data:`CLASSIFICATION_DROPOUT` unless the model section
+      gives a dropout rate. On molhiv (a scaffold split, 3.5 % actives) a run without
+      dropout reaches its best validation epoch early and scores lower on test; on the
+      regression sets measured, dropout made the test error worse (docs/accuracy.md,
+      "The classification default");
+    * the fingerprint companion's model keys from ``train.companion``
+      (:func:`molsepnorm.train.companion.resolve_companion`; a model section that sets
+      ``companion_bits`` keeps its own buckets)."""
+    from molsepnorm.train.companion import companion_model_keys, resolve_companion
+
     resolved = copy.deepcopy(config)
-    resolved.model.update(CLASSIFICATION_DROPOUT)
+    if task == "binary" and not any(key in config.model for key in CLASSIFICATION_DROPOUT):
+        resolved.model.update(CLASSIFICATION_DROPOUT)
+    companion = resolve_companion(config.train.companion, task)
+    keys = companion_model_keys(companion, task)
+    if companion != "none" and config.model.get("companion_bits"):
+        keys.pop("companion_bits")
+    resolved.model.update(keys)
     return resolved
 
 
@@ -81,6 +90,10 @@ def resolve_monitor(monitor: str, task: str, metric: str) -> str:
         raise ConfigError(f"train.monitor {monitor!r} is not a {task} metric: use auto or one of "
                           + ", ".join(allowed))
     return monitor
+
+
+#: ``train.companion``: the fingerprint companion (molsepnorm.train.companion)
+COMPANIONS = ("auto", "none", "fingerprint")
 
 
 #: ``average_best: auto`` in a classification run: best.pt averages the weights of this
@@ -189,6 +202,11 @@ class TrainConfig:
     # best.pt: the weights of the best epoch (1), or the average of the weights of this many best epochs
     # (molsepnorm.train.soup); "auto": CLASSIFICATION_AVERAGE_BEST for classification, 1 for regression
     average_best: Union[int, str] = "auto"
+    # a linear model on substructure counts fitted after training and blended with the Graphormer
+    # (molsepnorm.train.companion): "auto" (binary targets only) | "fingerprint" | "none"; the blend
+    # weight on it, in (0, 1]
+    companion: str = "auto"
+    companion_weight: float = 0.5
     # early stopping: a number of epochs without a better validation metric; "auto":
     # AUTO_PATIENCE_FRACTION of the epochs (at least AUTO_PATIENCE_MIN); "off" or None: never
     patience: Union[int, str, None] = "auto"
@@ -241,6 +259,10 @@ class TrainConfig:
             except ConfigError:
                 raise ConfigError(f"train.average_best must be a positive integer or 'auto', "
                                   f"got {self.average_best!r}") from None
+        check_choice("train.companion", self.companion, COMPANIONS)
+        weight = self.companion_weight
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not 0 < weight <= 1:
+            raise ConfigError(f"train.companion_weight must be a number in (0, 1], got {weight!r}")
         if self.warmup_steps is not None and self.warmup_steps < 0:
             raise ConfigError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.ema_decay is not None and not 0 < self.ema_decay < 1:

@@ -39,8 +39,10 @@ log = logging.getLogger(LOGGER_NAME)
 
 #: Model keys a fine-tuning takes from its own config (default: the init checkpoint's):
 #: regularization, and the head (which is new unless the task and targets match).
-OWN_KEYS = ("dropout", "attention_dropout", "activation_dropout", "readout", "num_tasks")
+OWN_KEYS = ("dropout", "attention_dropout", "activation_dropout", "readout", "num_tasks", "companion_bits",
+            "companion_radius", "companion_blend")
 HEAD = "head."  # the task head's parameters in a Graphormer state dict
+COMPANION = "companion."  # the fingerprint companion's buffers: refitted by every run, never loaded
 AUTO, NONE = "auto", "none"  # train.init: the default encoder if it fits; from scratch
 #: model keys that come from the data, not the architecture
 DATA_KEYS = ("atom_dims", "bond_dims", "vocab")
@@ -149,12 +151,13 @@ def load_init_weights(model: nn.Module, init: Checkpoint, splits: Any) -> None:
         InitError: a weight of the encoder is missing from the checkpoint or does not fit.
     """
     keep = keeps_head(init, splits)
-    state = {k: v for k, v in init.state_dict.items() if keep or not k.startswith(HEAD)}
+    state = {k: v for k, v in init.state_dict.items()
+             if (keep or not k.startswith(HEAD)) and not k.startswith(COMPANION)}
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as err:
         raise InitError(f"--init {init.name}: its weights do not fit the model: {err}") from None
-    bad = [k for k in missing if keep or not k.startswith(HEAD)] + list(unexpected)
+    bad = [k for k in missing if (keep or not k.startswith(HEAD)) and not k.startswith(COMPANION)] + list(unexpected)
     if bad:
         raise InitError(f"--init {init.name}: the checkpoint does not match the model (missing or unexpected "
                         f"weights: {', '.join(bad[:6])}{' ...' if len(bad) > 6 else ''})")

@@ -13,8 +13,9 @@ Read top to bottom:
    validation metric improves, ``last.pt`` once ``train.checkpoint_every_seconds`` of
    training have passed since the previous one (and after the last epoch);
 5. :meth:`Trainer._finish`: the best weights (or, with ``train.average_best``, the average
-   of the best epochs' weights, :mod:`~molsepnorm.train.soup`) on the test split,
-   ``best.pt``, ``results.json``.
+   of the best epochs' weights, :mod:`~molsepnorm.train.soup`), with ``train.companion``
+   a fingerprint model fitted on the training split and blended in
+   (:mod:`~molsepnorm.train.companion`), on the test split, ``best.pt``, ``results.json``.
 
 Checkpoints are :class:`~molsepnorm.checkpoint.Checkpoint` objects; ``last.pt`` also
 carries the training state of :mod:`~molsepnorm.train.state`.
@@ -44,6 +45,7 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
+from molsepnorm.train.companion import CompanionFit, fit_companion
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
                                      resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
@@ -73,6 +75,7 @@ class FitResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     averaged_epochs: list[int] = field(default_factory=list)  # train.average_best: the epochs best.pt averages
+    companion: Optional[dict[str, Any]] = None  # train.companion: what was fitted and each model's scores
 
 
 def resolve_config(config: ExperimentConfig, splits: Any) -> ExperimentConfig:
@@ -506,21 +509,28 @@ class Trainer:
             self.eval_model.load_state_dict(best_state)
             log.info("best.pt averages the weights of epochs %s, the %d best by validation %s",
                      ", ".join(map(str, averaged)), len(averaged), self.monitor)
+        companion = self._fit_companion()
+        if companion is not None and best_state is not None:
+            best_state = {k: v.detach().clone() for k, v in self.eval_model.state_dict().items()}
         test = self.evaluate("test")
-        # the best epoch's validation scores are known; an average's or the last weights' are not
-        val = dict(st.best_val) if best_state is not None and not averaged else self.evaluate("val")
+        # the best epoch's validation scores are known; an average's, a blend's or the last weights' are not
+        known = best_state is not None and not averaged and companion is None
+        val = dict(st.best_val) if known else self.evaluate("val")
         history = self.run_dir.read_metrics() if self.run_dir is not None else []
         if self.run_dir is not None:
             if best_state is not None:
                 metrics: dict[str, Any] = {"val": val, "test": test}
                 if averaged:
                     metrics["averaged_epochs"] = averaged
+                if companion is not None:
+                    metrics["companion"] = companion.to_dict()
                 best = self._checkpoint("best", state_dict=best_state, metrics=metrics)
                 best.save(self.run_dir.best)
             self.run_dir.write_results({
                 "dataset": self.splits.name, "task": self.task, "metric": self.metric, "monitor": self.monitor,
                 "norm": self.model_config.norm, "seed": self.tc.seed, "best_epoch": st.best_epoch,
                 **({"averaged_epochs": averaged} if averaged else {}),
+                **({"companion": companion.to_dict()} if companion is not None else {}),
                 "epochs": st.epoch, "steps": st.step, "stopped": stopped, "val": val, "test": test,
             })
             # the CLI prints the table itself; on the terminal the log would repeat it
@@ -529,7 +539,30 @@ class Trainer:
         ddp.barrier(self.env)
         return FitResult(run_dir=self.run_dir.path if self.run_dir else None, best_epoch=st.best_epoch, val=val,
                          test=test, steps=st.step, epochs=st.epoch, stopped=stopped, history=history,
-                         seconds=seconds, averaged_epochs=averaged)
+                         seconds=seconds, averaged_epochs=averaged,
+                         companion=companion.to_dict() if companion is not None else None)
+
+    def _fit_companion(self) -> Optional[CompanionFit]:
+        """Fit the model's fingerprint companion (if it has one) on the training split, and
+        score the Graphormer alone, the companion alone and the blend (logged; results.json)."""
+        companion = getattr(self.eval_model, "companion", None)
+        if companion is None:
+            return None
+        fit = fit_companion(companion, self.splits.train, self.sizes["train"], self.task, self.splits.target_names,
+                            weight=self.tc.companion_weight, scaler=self.scaler)
+        blend = companion.weight.clone()
+        try:
+            for name, weight in (("graphormer", 0.0), ("fingerprint", 1.0)):
+                companion.weight.fill_(weight)  # 0: unfitted, the Graphormer's output unchanged
+                fit.scores[name] = {"val": self.evaluate("val"), "test": self.evaluate("test")}
+        finally:
+            companion.weight.copy_(blend)
+        if self.run_dir is not None:
+            log.info("fingerprint companion fitted on %d training molecules in %.1f s; validation %s: Graphormer "
+                     "%.4f, companion %.4f; best.pt blends them with weight %g on the companion", fit.molecules,
+                     fit.seconds, self.metric, fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
+                     fit.scores["fingerprint"]["val"].get(self.metric, float("nan")), fit.weight)
+        return fit
 
 
 class _SkipBatches(Sampler[list[int]]):
