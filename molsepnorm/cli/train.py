@@ -201,6 +201,12 @@ def _print_summary(result: Any) -> None:
     where = f"; run directory {result.run_dir}" if result.run_dir is not None else ""
     click.echo(f"{best} of {result.epochs} ({result.steps} steps, stopped: {result.stopped}, "
                f"{result.seconds:.0f} s){where}")
+    if result.companion:
+        scores, metric = result.companion["scores"], next(iter(result.val), None)
+        if metric is not None:
+            click.echo(f"best.pt blends the Graphormer with a fingerprint model (weight {result.companion['weight']:g}); "
+                       f"validation {metric}: Graphormer {scores['graphormer']['val'][metric]:.4f}, fingerprint model "
+                       f"{scores['fingerprint']['val'][metric]:.4f}, blend {result.val[metric]:.4f}")
 
 
 if __name__ == "__main__":  # ``python -m molsepnorm.cli.train``: what --nproc runs under torchrun

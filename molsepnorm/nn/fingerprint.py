@@ -111,6 +111,16 @@ class FingerprintCompanion(nn.Module):
         for buffer in (self.coef, self.intercept, self.weight):
             buffer.zero_()
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        # weights written without a companion (by a run begun before it existed, or kept epochs
+        # of a run) load as an unfitted one; a partial set is still an error
+        if not any(prefix + name in state_dict for name in ("coef", "intercept", "weight")):
+            self.reset_parameters()
+            return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
     @property
     def fitted(self) -> bool:
         return bool((self.weight != 0).any())

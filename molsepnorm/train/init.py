@@ -157,7 +157,7 @@ def load_init_weights(model: nn.Module, init: Checkpoint, splits: Any) -> None:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as err:
         raise InitError(f"--init {init.name}: its weights do not fit the model: {err}") from None
-    bad = [k for k in missing if (keep or not k.startswith(HEAD)) and not k.startswith(COMPANION)] + list(unexpected)
+    bad = [k for k in missing if keep or not k.startswith(HEAD)] + list(unexpected)
     if bad:
         raise InitError(f"--init {init.name}: the checkpoint does not match the model (missing or unexpected "
                         f"weights: {', '.join(bad[:6])}{' ...' if len(bad) > 6 else ''})")

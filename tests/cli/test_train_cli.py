@@ -35,7 +35,7 @@ def trained(tmp_path_factory):
     result = CliRunner().invoke(train, ["--config", str(TINY), "--dataset", str(csv), "--norm", "share",
                                         "--epochs", "2", "--batch-size", "48", "--lr", "0.002", "--seed", "5",
                                         "--threads", "1", "--patience", "off", "--monitor", "rmse", "--average-best", "2",
-                                        "--no-progress", "--out", str(run)])
+                                        "--companion", "fingerprint", "--companion-weight", "0.25", "--no-progress", "--out", str(run)])
     assert result.exit_code == 0, result.output
     return run, result
 
@@ -51,6 +51,10 @@ def test_train_prints_a_summary_table_and_applies_flags(trained):
     assert (config["train"]["epochs"], config["train"]["batch_size"], config["train"]["lr"],
             config["train"]["seed"], config["train"]["patience"]) == (2, 48, 0.002, 5, "off")
     assert (config["train"]["monitor"], config["train"]["average_best"]) == ("rmse", 2)
+    assert (config["train"]["companion"], config["train"]["companion_weight"]) == ("fingerprint", 0.25)
+    assert config["model"]["companion_blend"] == "value"  # a regression companion averages values
+    assert "best.pt blends the Graphormer with a fingerprint model (weight 0.25); validation mae: Graphormer" \
+        in result.stdout
     assert "best_val_rmse" in json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert "(best.pt averages epochs 1, 2)" in result.stdout
     assert "no early stopping" in result.stderr

@@ -170,11 +170,20 @@ def test_a_classification_run_begun_before_average_best_resumes_with_its_best_ep
     written = tmp_path / "cut" / "config.yaml"
     raw = safe_load(written.read_text())
     assert raw["train"].pop("average_best") == 1
+    # nor a fingerprint companion (train.companion), which a resume fits at the end as today's runs do
+    assert (raw["train"].pop("companion"), raw["train"].pop("companion_weight")) == ("auto", 0.5)
+    for key in ("companion_bits", "companion_radius", "companion_blend"):
+        raw["model"].pop(key)
     written.write_text(yaml.safe_dump(raw))
-    assert "top_epochs" not in Checkpoint.load(tmp_path / "cut" / "last.pt").training_state
+    last = Checkpoint.load(tmp_path / "cut" / "last.pt")
+    assert "top_epochs" not in last.training_state
+    last.state_dict = {k: v for k, v in last.state_dict.items() if not k.startswith("companion.")}
+    last.model_config = {k: v for k, v in last.model_config.items() if not k.startswith("companion_")}
+    last.save(tmp_path / "cut" / "last.pt")
 
     resumed = resume(tmp_path / "cut", console=False)
     assert resumed.averaged_epochs == [] and resumed.best_epoch == full.best_epoch
+    assert resumed.companion["fitted"] == {"polar": True}
     assert resumed.test == full.test and rows(tmp_path / "cut") == rows(tmp_path / "full")
     assert "a run begun before train.average_best" in (tmp_path / "cut" / "train.log").read_text()
 

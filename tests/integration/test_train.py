@@ -95,6 +95,38 @@ def test_binary_classification_reports_auc_and_log_loss_and_averages_its_best_ep
     assert json.loads((run / "results.json").read_text())["monitor"] == "rocauc"
 
 
+def test_a_classification_run_blends_a_fitted_fingerprint_companion_into_best_pt(tmp_path, write_tpsa_csv):
+    csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
+    run = tmp_path / "run"
+    result = train(tiny(csv, epochs=2), out=run, console=False)
+    results = json.loads((run / "results.json").read_text())
+    companion = results["companion"]
+    assert companion["fitted"] == {"polar": True} and companion["weight"] == 0.5 and companion["molecules"] == 240
+    assert set(companion["scores"]) == {"graphormer", "fingerprint"}
+    assert result.companion == companion == Checkpoint.load(run / "best.pt").metrics["companion"]
+    ckpt = Checkpoint.load(run / "best.pt")
+    assert ckpt.model_config["companion_bits"] == 2048 and ckpt.state_dict["companion.weight"].tolist() == [0.5]
+    # the blend is what evaluate and predict run; the Graphormer alone scores differently
+    assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
+    assert evaluate_checkpoint(run / "best.pt", split="val")["metrics"] == pytest.approx(result.val)
+    assert companion["scores"]["graphormer"]["test"]["logloss"] != pytest.approx(result.test["logloss"])
+    assert "fingerprint companion fitted on 240 training molecules" in (run / "train.log").read_text()
+
+    # fine-tuning from it drops the fitted companion and fits its own
+    again = train(tiny(csv, epochs=1, init=str(run / "best.pt")), out=tmp_path / "again", console=False)
+    assert again.companion["fitted"] == {"polar": True}
+
+
+def test_companion_none_and_regression_runs_have_no_companion(tmp_path, write_tpsa_csv):
+    binary = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
+    off = train(tiny(binary, epochs=1, companion="none"), out=tmp_path / "off", console=False)
+    regression = train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1), out=tmp_path / "reg", console=False)
+    for result in (off, regression):
+        assert result.companion is None and "companion" not in json.loads((result.run_dir / "results.json").read_text())
+        ckpt = Checkpoint.load(result.run_dir / "best.pt")
+        assert ckpt.model_config["companion_bits"] == 0 and not any(k.startswith("companion.") for k in ckpt.state_dict)
+
+
 def test_average_best_writes_the_evaluated_average_of_the_best_epochs(tmp_path, write_tpsa_csv):
     from molsepnorm.inference.evaluate import evaluate_checkpoint
 

@@ -142,16 +142,31 @@ def test_presets_exist():
     assert "tiny.yaml" in names
 
 
-def test_classification_gets_dropout_unless_the_model_section_sets_a_rate():
+def test_classification_gets_dropout_and_a_companion_unless_the_config_says_otherwise():
     from molsepnorm.train.config import CLASSIFICATION_DROPOUT, with_task_defaults
 
+    companion = {"companion_bits": 2048, "companion_radius": 2, "companion_blend": "probability"}
     config = load_experiment_config(None, {"data.dataset": "my.csv"})
-    assert with_task_defaults(config, "regression") is config
+    assert with_task_defaults(config, "regression").model == {"companion_bits": 0}
     binary = with_task_defaults(config, "binary")
-    assert binary.model == CLASSIFICATION_DROPOUT and config.model == {}  # a copy; the caller's config unchanged
+    assert binary.model == {**CLASSIFICATION_DROPOUT, **companion} and config.model == {}  # a copy
     assert all(rate == 0.1 for rate in CLASSIFICATION_DROPOUT.values())
     given = load_experiment_config(None, {"data.dataset": "my.csv", "model.activation_dropout": 0.0})
-    assert with_task_defaults(given, "binary") is given
+    assert with_task_defaults(given, "binary").model == {"activation_dropout": 0.0, **companion}
+    off = load_experiment_config(None, {"data.dataset": "my.csv", "train.companion": "none"})
+    assert with_task_defaults(off, "binary").model == {**CLASSIFICATION_DROPOUT, "companion_bits": 0}
+    forced = load_experiment_config(None, {"data.dataset": "my.csv", "train.companion": "fingerprint",
+                                           "model.companion_bits": 512})
+    assert with_task_defaults(forced, "regression").model == {"companion_bits": 512, "companion_radius": 2,
+                                                              "companion_blend": "value"}
+
+
+def test_companion_settings_are_checked():
+    for key, value, message in (("train.companion", "forest", "train.companion must be one of"),
+                                ("train.companion_weight", 0, "train.companion_weight must be a number in"),
+                                ("train.companion_weight", 1.5, "train.companion_weight must be a number in")):
+        with pytest.raises(ConfigError, match=message):
+            load_experiment_config(None, {"data.dataset": "my.csv", key: value}).validate()
 
 
 def test_the_monitored_metric_is_the_data_sets_unless_given():

@@ -1,0 +1,92 @@
+"""The fingerprint companion's substructure hash and blend (molsepnorm.nn.fingerprint)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from rdkit import Chem
+
+from molsepnorm.chem import featurize
+from molsepnorm.data.collate import GraphCollator
+from molsepnorm.nn.fingerprint import FingerprintCompanion, substructure_counts
+
+BITS = 4096
+
+
+def batch_of(*smiles: str, hops: int = 1):
+    return GraphCollator(hops)([featurize(s, encodings=True) for s in smiles])
+
+
+def counts(*smiles: str, radius: int = 2, hops: int = 1) -> torch.Tensor:
+    return substructure_counts(batch_of(*smiles, hops=hops), BITS, radius)
+
+
+def test_every_atom_counts_once_per_radius():
+    out = counts("CCO", "c1ccccc1C(=O)O", "[Na+].[Cl-]", radius=2)
+    assert out.sum(1).tolist() == [3 * 3, 9 * 3, 2 * 3]
+
+
+def test_a_molecule_counts_the_same_alone_and_beside_larger_ones():
+    alone = counts("CC(=O)Nc1ccc(O)cc1")
+    batched = counts("CCCCCCCCCCCCCCCCCCCC", "CC(=O)Nc1ccc(O)cc1", hops=5)  # padding and longer edge paths
+    assert torch.equal(alone[0], batched[1])
+
+
+def test_atom_order_does_not_change_the_counts():
+    mol = Chem.MolFromSmiles("OC(=O)c1ccccc1N")
+    shuffled = Chem.RenumberAtoms(mol, list(reversed(range(mol.GetNumAtoms()))))
+    a = counts(Chem.MolToSmiles(mol, canonical=False), Chem.MolToSmiles(shuffled, canonical=False))
+    assert torch.equal(a[0], a[1])
+
+
+def test_isomers_share_their_atoms_but_not_their_environments():
+    r0 = counts("CC(O)CN", "CC(N)CO", radius=0)
+    assert torch.equal(r0[0], r0[1])  # the same atoms (elements, degrees, hydrogens)
+    r1 = counts("CC(O)CN", "CC(N)CO", radius=1)
+    assert not torch.equal(r1[0], r1[1])  # the OH on the CH against the OH on the CH2
+    bonds = counts("C=CC", "CC=C", radius=1)  # the same molecule written twice ...
+    assert torch.equal(bonds[0], bonds[1])
+    single = counts("CCC", "C=CC", radius=1)  # ... and one with another bond order
+    assert not torch.equal(single[0], single[1])
+
+
+def test_equal_environments_fall_in_one_bucket():
+    out = counts("C1CCCCC1", radius=2)  # six identical CH2 environments at every radius
+    assert sorted(out[0][out[0] > 0].tolist()) == [6.0, 6.0, 6.0]
+
+
+def test_an_unfitted_companion_returns_the_head_unchanged_and_a_fitted_one_blends():
+    batch = batch_of("CCO", "c1ccccc1")
+    comp = FingerprintCompanion(BITS, 2, num_tasks=1, blend="probability")
+    logits = torch.tensor([[2.0], [-1.0]])
+    assert torch.equal(comp(logits, batch), logits)
+    comp.coef.normal_()
+    comp.intercept.fill_(0.3)
+    comp.weight.fill_(0.25)
+    own = comp.predict(batch)
+    blended = comp(logits, batch)
+    expected = 0.75 * torch.sigmoid(logits) + 0.25 * torch.sigmoid(own)
+    assert torch.allclose(torch.sigmoid(blended), expected, atol=1e-6)
+    values = FingerprintCompanion(BITS, 2, num_tasks=1, blend="value")
+    values.load_state_dict(comp.state_dict())
+    assert torch.allclose(values(logits, batch), 0.75 * logits + 0.25 * own)
+
+
+def test_blend_must_be_known():
+    with pytest.raises(ValueError, match="blend must be one of"):
+        FingerprintCompanion(BITS, 2, 1, blend="mean")
+
+
+def test_weights_written_without_a_companion_load_as_an_unfitted_one():
+    from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
+
+    small = dict(vocab="ogb", num_layers=1, hidden_dim=16, ffn_dim=16, num_heads=2)
+    plain = Graphormer(GraphormerConfig(**small))
+    with_companion = Graphormer(GraphormerConfig(**small, companion_bits=BITS))
+    with_companion.companion.weight.fill_(0.5)
+    with_companion.load_state_dict(plain.state_dict())  # strict: the companion's buffers may be absent
+    assert not with_companion.companion.fitted
+    batch = batch_of("CCO", "c1ccccc1O", hops=5)
+    assert torch.equal(with_companion.eval()(batch), plain.eval()(batch))
+    partial = {**plain.state_dict(), "companion.coef": torch.zeros(BITS, 1)}
+    with pytest.raises(RuntimeError, match="companion.intercept"):
+        with_companion.load_state_dict(partial)
