@@ -66,8 +66,9 @@ BUNDLED: dict[str, BundledModel] = {
             name="hiv-activity",
             checkpoint="hiv-activity.pt",
             card="hiv-activity.md",
-            summary="probability of HIV replication inhibition (molhiv, scaffold split, test ROC-AUC 0.783); the "
-                    "default SepNorm Graphormer fine-tuned from a MOSES-pretrained encoder",
+            summary="probability of HIV replication inhibition (molhiv, scaffold split, test ROC-AUC 0.785); the "
+                    "default SepNorm Graphormer fine-tuned from a MOSES-pretrained encoder, blended with a "
+                    "fingerprint model",
         ),
         BundledModel(
             name="moses-encoder",

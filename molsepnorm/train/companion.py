@@ -154,3 +154,75 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         fitted[name] = True
     return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=companion.radius, l2=l2,
                         molecules=X.shape[0], fitted=fitted, seconds=time.perf_counter() - start)
+
+
+def component_scores(companion: FingerprintCompanion, evaluate: Any) -> dict[str, dict[str, dict[str, float]]]:
+    """``{"graphormer": {"val": ..., "test": ...}, "fingerprint": {...}}``: the metrics of each
+    model of the blend alone, from ``evaluate(split) -> metrics`` run with the blend weight
+    set to 0 (the Graphormer's output unchanged) and to 1; the weight is restored after."""
+    blend = companion.weight.clone()
+    scores = {}
+    try:
+        for name, weight in (("graphormer", 0.0), ("fingerprint", 1.0)):
+            companion.weight.fill_(weight)
+            scores[name] = {part: evaluate(part) for part in ("val", "test")}
+    finally:
+        companion.weight.copy_(blend)
+    return scores
+
+
+def add_companion(model: Any, out: Any, weight: float = 0.5, data_root: Optional[Any] = None) -> CompanionFit:
+    """Fit a fingerprint companion onto a trained model and write the blended model to ``out``.
+
+    For a model trained without one (before ``train.companion`` existed, or with
+    ``companion: none``): the companion is fitted on the training split of the model's own
+    data set (the training run's loading options, hence the same split), as a training run
+    fits it, and the new checkpoint's metrics are the blend's on validation and test. A
+    companion the model already has is refitted.
+
+    Args:
+        model: a ``best.pt`` file or a bundled model name.
+        out: where to write the new checkpoint (not ``model`` itself).
+        weight: the blend weight on the companion, in (0, 1].
+        data_root: folder of the raw data sets (default as ``molsepnorm evaluate``).
+
+    Returns:
+        The :class:`CompanionFit`, its ``scores`` holding each model's and the blend's metrics.
+    """
+    import dataclasses
+    from pathlib import Path
+
+    from molsepnorm.checkpoint import Checkpoint, checkpoint_data
+    from molsepnorm.data.columns import num_atoms
+    from molsepnorm.inference.metrics import compute_metrics
+    from molsepnorm.inference.runner import Runner, run
+    from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
+
+    checkpoint = Checkpoint.load(model)
+    task = checkpoint.task
+    if task.type not in ("binary", "regression"):
+        raise MolsepnormError(f"{checkpoint.name}: a {task.type} model has no trained head to blend a companion with")
+    if Path(out).resolve() == Path(str(model)).resolve():
+        raise MolsepnormError(f"{out}: write the blended model to another file than {model}")
+    train, splits = checkpoint_data(checkpoint, split="train", data_root=data_root)
+    config = {**checkpoint.model_config, **companion_model_keys("fingerprint", task.type)}
+    net = Graphormer(GraphormerConfig.from_dict(config))
+    net.load_state_dict(checkpoint.state_dict)  # weights without a companion load as an unfitted one
+    net.eval()
+    assert net.companion is not None
+    fit = fit_companion(net.companion, train, num_atoms(train), task.type, task.target_names, weight=weight,
+                        scaler=checkpoint.target_scaling)
+    runner = Runner(net, task.type, checkpoint.target_scaling)
+
+    def evaluate(part: str) -> dict[str, float]:
+        result = run([runner], splits[part])
+        return compute_metrics(task.type, result.targets, result.values[0], task.target_names, dataset=splits.name)
+
+    fit.scores = component_scores(net.companion, evaluate)
+    blended = {part: evaluate(part) for part in ("val", "test")}
+    metrics = {**blended, "companion": fit.to_dict()}
+    if "averaged_epochs" in checkpoint.metrics:
+        metrics["averaged_epochs"] = checkpoint.metrics["averaged_epochs"]
+    dataclasses.replace(checkpoint, model_config=net.config.to_dict(), state_dict=net.state_dict(),
+                        metrics=metrics).save(out)
+    return fit

@@ -45,7 +45,7 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.companion import CompanionFit, fit_companion
+from molsepnorm.train.companion import CompanionFit, component_scores, fit_companion
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
                                      resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
@@ -550,13 +550,7 @@ class Trainer:
             return None
         fit = fit_companion(companion, self.splits.train, self.sizes["train"], self.task, self.splits.target_names,
                             weight=self.tc.companion_weight, scaler=self.scaler)
-        blend = companion.weight.clone()
-        try:
-            for name, weight in (("graphormer", 0.0), ("fingerprint", 1.0)):
-                companion.weight.fill_(weight)  # 0: unfitted, the Graphormer's output unchanged
-                fit.scores[name] = {"val": self.evaluate("val"), "test": self.evaluate("test")}
-        finally:
-            companion.weight.copy_(blend)
+        fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
             log.info("fingerprint companion fitted on %d training molecules in %.1f s; validation %s: Graphormer "
                      "%.4f, companion %.4f; best.pt blends them with weight %g on the companion", fit.molecules,

@@ -127,6 +127,23 @@ def test_companion_none_and_regression_runs_have_no_companion(tmp_path, write_tp
         assert ckpt.model_config["companion_bits"] == 0 and not any(k.startswith("companion.") for k in ckpt.state_dict)
 
 
+def test_add_companion_blends_a_model_trained_without_one(tmp_path, write_tpsa_csv):
+    from molsepnorm.errors import MolsepnormError
+    from molsepnorm.train import add_companion
+
+    csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
+    plain = train(tiny(csv, epochs=2, companion="none"), out=tmp_path / "plain", console=False)
+    fit = add_companion(tmp_path / "plain" / "best.pt", tmp_path / "blend.pt", weight=0.5)
+    assert fit.fitted == {"polar": True} and fit.molecules == 240  # the run's own training split
+    assert fit.scores["graphormer"]["test"] == pytest.approx(plain.test)  # the model as it was
+    blended = Checkpoint.load(tmp_path / "blend.pt")
+    assert blended.model_config["companion_bits"] == 2048 and blended.metrics["companion"]["weight"] == 0.5
+    assert evaluate_checkpoint(tmp_path / "blend.pt", split="test")["metrics"] == pytest.approx(blended.metrics["test"])
+    assert blended.metrics["test"] != pytest.approx(plain.test)
+    with pytest.raises(MolsepnormError, match="write the blended model to another file"):
+        add_companion(tmp_path / "plain" / "best.pt", tmp_path / "plain" / "best.pt")
+
+
 def test_average_best_writes_the_evaluated_average_of_the_best_epochs(tmp_path, write_tpsa_csv):
     from molsepnorm.inference.evaluate import evaluate_checkpoint
 

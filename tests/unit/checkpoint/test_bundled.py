@@ -30,7 +30,9 @@ def test_bundled_files_are_there_and_small(model):
 def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model):
     ckpt = Checkpoint.load(model.path)
     assert ckpt.kind == "best" and ckpt.training_state is None
-    assert set(ckpt.metrics) == {"val", "test"}
+    assert set(ckpt.metrics) - {"companion"} == {"val", "test"}
+    if "companion" in ckpt.metrics:  # fitted by molsepnorm.train.add_companion (the card says how)
+        assert all(ckpt.metrics["companion"]["fitted"].values()) and ckpt.model_config["companion_bits"] > 0
     # the preset beside the card is the one the checkpoint was trained with
     preset = yaml.safe_load(model.path.with_suffix(".yaml").read_text())
     assert ckpt.data.dataset == preset["data"]["dataset"]
