@@ -22,6 +22,8 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from molsepnorm.nn.embedding import embedding
+
 __all__ = ["AtomEncoder", "DegreeEncoder", "SpatialEncoder", "EdgePathEncoder", "GraphAttentionBias"]
 
 
@@ -49,7 +51,7 @@ class AtomEncoder(nn.Module):
         nn.init.normal_(self.embedding.weight, std=0.02)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.embedding(x + self.offsets).sum(-2)  # (B, N, F, D) -> (B, N, D)
+        return embedding(x + self.offsets, self.embedding.weight).sum(-2)  # (B, N, F, D) -> (B, N, D)
 
 
 class DegreeEncoder(nn.Module):
@@ -65,7 +67,7 @@ class DegreeEncoder(nn.Module):
         nn.init.normal_(self.embedding.weight, std=0.02)
 
     def forward(self, degree: Tensor) -> Tensor:
-        return self.embedding(degree.clamp(0, self.num_degree - 1))
+        return embedding(degree.clamp(0, self.num_degree - 1), self.embedding.weight)
 
 
 class SpatialEncoder(nn.Module):
@@ -89,7 +91,7 @@ class SpatialEncoder(nn.Module):
     def forward(self, spd: Tensor) -> Tensor:
         unreachable = self.num_spatial - 1
         bucket = torch.where(spd < 0, unreachable, spd.clamp(max=self.num_spatial - 2))
-        return self.embedding(bucket).permute(0, 3, 1, 2)  # (B, N, N, H) -> (B, H, N, N)
+        return embedding(bucket, self.embedding.weight).permute(0, 3, 1, 2)  # (B, N, N, H) -> (B, H, N, N)
 
 
 class EdgePathEncoder(nn.Module):
@@ -128,7 +130,7 @@ class EdgePathEncoder(nn.Module):
         if K > self.max_hops:
             edge_path, K = edge_path[..., : self.max_hops], self.max_hops
         E, H = edge_attr.size(0), self.num_heads
-        edge = self.embedding(edge_attr + self.offsets).mean(1)  # (E, F_e, H) -> (E, H)
+        edge = embedding(edge_attr + self.offsets, self.embedding.weight).mean(1)  # (E, F_e, H) -> (E, H)
         table = torch.einsum("eh,khg->keg", edge, self.hop_weight[:K]).reshape(K * E, H)  # row n*E+e: x_e W_n
         flat = edge_path.reshape(-1)  # (B*N*N*K,), entry p*K + n = hop n of pair p
         entry = (flat >= 0).nonzero().squeeze(1)  # the real hops only

@@ -1,0 +1,44 @@
+"""molsepnorm.nn.embedding: F.embedding's values and gradients, with an index_add backward on CPU."""
+import torch
+import torch.nn.functional as F
+
+from molsepnorm.nn.embedding import embedding
+from molsepnorm.nn.encoders import AtomEncoder, SpatialEncoder
+
+
+def test_values_and_gradient_match_f_embedding() -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(50, 8, dtype=torch.float64, requires_grad=True)
+    index = torch.randint(0, 20, (3, 7, 7))  # repeated rows: their gradients must add up
+    grad = torch.randn(3, 7, 7, 8, dtype=torch.float64)
+    out = embedding(index, weight)
+    (ours,) = torch.autograd.grad(out, weight, grad)
+    ref = F.embedding(index, weight)
+    (expected,) = torch.autograd.grad(ref, weight, grad)
+    assert torch.equal(out, ref)
+    torch.testing.assert_close(ours, expected)
+    assert (ours[20:] == 0).all(), "rows never looked up get no gradient"
+
+
+def test_gradcheck() -> None:
+    weight = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    index = torch.tensor([[0, 5, 5], [2, 0, 1]])
+    assert torch.autograd.gradcheck(lambda w: embedding(index, w), (weight,))
+
+
+def test_without_gradient_is_f_embedding() -> None:
+    weight = torch.randn(6, 3)
+    index = torch.tensor([1, 4, 4])
+    with torch.no_grad():
+        assert torch.equal(embedding(index, weight), weight[index])
+    assert embedding(index, weight).grad_fn is None
+
+
+def test_encoders_train_through_it() -> None:
+    torch.manual_seed(0)
+    atoms, spatial = AtomEncoder([5, 3], 4), SpatialEncoder(6, 2)
+    x = torch.tensor([[[1, 2], [4, 0]]])
+    spd = torch.tensor([[[0, 1], [1, -1]]])
+    (atoms(x).sum() + spatial(spd).square().sum()).backward()
+    assert atoms.embedding.weight.grad[[1, 4, 5 + 2, 5 + 0]].abs().sum(1).gt(0).all()
+    assert spatial.embedding.weight.grad[[0, 1, 5]].abs().sum(1).gt(0).all()
