@@ -224,22 +224,23 @@ def edge_paths_batched(spd: Tensor, path_next: Tensor, edge_id: Tensor, max_hops
     eid = edge_id.reshape(-1).long()
     flat_spd = spd.reshape(-1)
     # Walk only the pairs that have a path (in a batch padded to its largest molecule most
-    # pairs are padding), dropping pairs as their paths end: much faster than walking all
-    # B*N*N (docs/benchmarks.md).
+    # pairs are padding), all of them for every hop: a pair whose path has ended walks on
+    # from a clamped next hop and its entry is masked, which is cheaper than dropping
+    # finished pairs hop by hop (docs/benchmarks.md).
     pair = (flat_spd > 0).nonzero().squeeze(1)  # flat id (b * n + i) * n + j
+    if pair.numel() == 0:
+        return out.view(b, n, n, max_hops)
     remaining = flat_spd[pair].long()
     cur = pair // n  # row b * n + (current node); starts at i
     col = pair - cur * n  # target j
     graph_row0 = cur - cur % n  # b * n
-    for h in range(max_hops):
-        if h:
-            keep = remaining > h
-            if not bool(keep.any()):
-                break
-            pair, remaining, col, graph_row0, cur = (t[keep] for t in (pair, remaining, col, graph_row0, cur))
-        step = nxt[cur * n + col]  # next node, local id
-        out[pair, h] = eid[cur * n + step]
+    hops = min(max_hops, int(remaining.max()))
+    columns = []
+    for h in range(hops):
+        step = nxt[cur * n + col].clamp_(min=0)  # next node, local id (-1 past the end: clamped)
+        columns.append(torch.where(remaining > h, eid[cur * n + step], -1))
         cur = graph_row0 + step
+    out[pair, :hops] = torch.stack(columns, 1)
     return out.view(b, n, n, max_hops)
 
 

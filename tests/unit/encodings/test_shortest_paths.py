@@ -341,3 +341,10 @@ def test_edge_paths_batched_shape_errors() -> None:
     with pytest.raises(ValueError):
         edge_paths_batched(z, z, z, -1)
     assert edge_paths_batched(z[:0], z[:0], z[:0], 3).shape == (0, 3, 3, 3)
+
+
+def test_edge_paths_batched_without_any_path() -> None:
+    # single atoms and unbonded ions: no pair has a path, every entry stays -1
+    spd = torch.tensor([[[0, -1], [-1, 0]], [[0, -1], [-1, -1]]])
+    out = edge_paths_batched(spd, torch.full_like(spd, -1), torch.full_like(spd, -1), 4)
+    assert out.shape == (2, 2, 2, 4) and (out == -1).all()
