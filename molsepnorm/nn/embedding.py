@@ -5,8 +5,8 @@
 gradient of ``weight`` is accumulated with one ``index_add_`` over the gathered rows,
 where PyTorch's ``embedding_dense_backward`` first sorts the indices.  Graphormer's
 encoders look up many indices in small tables -- the spatial encoding one per atom pair
-(B * N * N lookups into a table of a few dozen rows), the atom encoding nine per atom -- and there the
-sort is most of the backward pass (figures in ``docs/benchmarks.md``).
+(B * N * N lookups into a few dozen rows), the atom encoding nine per atom -- and there
+the sort is most of the backward pass (figures in ``docs/benchmarks.md``).
 
 The gradient is the same sum; only the order of the floating-point additions differs
 (index order instead of sorted order), so results agree with ``F.embedding`` to rounding.
