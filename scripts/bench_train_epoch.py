@@ -30,11 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
+
+from benchmark import machine  # scripts/benchmark.py, beside this script
 
 
 def main() -> None:
@@ -89,16 +90,17 @@ def main() -> None:
     graphs = sum(b.num_graphs for b in batches[args.warmup:])
     loader, step, val = (statistics.median(v) for v in (loader_s, steps_s, val_s))
     epoch = (loader + step) * trainer.steps_per_epoch + val
+    # the checkout that was imported (PYTHONPATH may point at another one than this script's)
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(molsepnorm.__file__)))).stdout.strip()
-    except OSError:
+        commit = subprocess.run(["git", "-C", os.path.dirname(molsepnorm.__file__), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:  # no git
         commit = ""
     result = {
         "command": " ".join([sys.executable, *sys.argv]),
-        "molsepnorm": os.path.dirname(molsepnorm.__file__), "commit": commit,
-        "machine": {"cores": os.cpu_count(), "platform": platform.platform()},
-        "torch": torch.__version__, "threads": args.threads, "dataset": args.dataset,
+        "machine": {**machine(args.threads), "commit": commit},  # scripts/benchmark.py's record, CPU model included
+        "molsepnorm": os.path.dirname(molsepnorm.__file__),
+        "threads": args.threads, "dataset": args.dataset,
         "batches": args.batches, "graphs": graphs, "steps_per_epoch": trainer.steps_per_epoch,
         "loader_ms_per_batch": 1e3 * loader, "step_ms_per_batch": 1e3 * step, "validation_s": val,
         "epoch_estimate_s": epoch, "passes": {"loader_s": loader_s, "step_s": steps_s, "validation_s": val_s},

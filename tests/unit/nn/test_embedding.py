@@ -26,12 +26,14 @@ def test_gradcheck() -> None:
     assert torch.autograd.gradcheck(lambda w: embedding(index, w), (weight,))
 
 
-def test_without_gradient_is_f_embedding() -> None:
-    weight = torch.randn(6, 3)
+def test_index_add_backward_on_cpu_only_when_a_gradient_is_needed() -> None:
+    weight = torch.randn(6, 3, requires_grad=True)
     index = torch.tensor([1, 4, 4])
+    assert type(embedding(index, weight).grad_fn).__name__ == "_EmbeddingBackward"
+    assert embedding(index, weight.detach()).grad_fn is None
     with torch.no_grad():
-        assert torch.equal(embedding(index, weight), weight[index])
-    assert embedding(index, weight).grad_fn is None
+        out = embedding(index, weight)
+    assert out.grad_fn is None and torch.equal(out, weight.detach()[index])
 
 
 def test_encoders_train_through_it() -> None:
