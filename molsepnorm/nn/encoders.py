@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from molsepnorm.nn.embedding import embedding
+from molsepnorm.nn.segment import gather_segment_sum
 
 __all__ = ["AtomEncoder", "DegreeEncoder", "SpatialEncoder", "EdgePathEncoder", "GraphAttentionBias"]
 
@@ -106,8 +107,9 @@ class EdgePathEncoder(nn.Module):
     (B, N, N, K, H) tensor, each hop's product ``x_e W_n`` is tabulated once per edge
     ((K * E, H), small) and only the real (pair, hop) entries -- about a tenth of the
     padded B * N * N * K on ZINC with K = 20 -- are gathered and summed into their pair
-    with ``index_add``.  On CPU this is faster forward + backward than ``F.embedding_bag``
-    over the padded index, whose backward sorts every slot (figure in docs/benchmarks.md).
+    (:func:`~molsepnorm.nn.segment.gather_segment_sum`: on CPU a sparse-dense product).
+    This is faster forward + backward than ``F.embedding_bag`` over the padded index,
+    whose backward sorts every slot (figures in docs/benchmarks.md).
     """
 
     def __init__(self, dims: Sequence[int], num_heads: int, max_hops: int):
@@ -135,7 +137,7 @@ class EdgePathEncoder(nn.Module):
         flat = edge_path.reshape(-1)  # (B*N*N*K,), entry p*K + n = hop n of pair p
         entry = (flat >= 0).nonzero().squeeze(1)  # the real hops only
         rows = flat.index_select(0, entry) + (entry % K) * E
-        summed = table.new_zeros(B * N * N, H).index_add_(0, entry // K, table.index_select(0, rows))  # (B*N*N, H)
+        summed = gather_segment_sum(table, rows, entry // K, B * N * N)  # (B*N*N, H)
         length = spd.clamp(1, self.max_hops).unsqueeze(-1).to(summed.dtype)  # (B, N, N, 1)
         return (summed.view(B, N, N, H) / length).permute(0, 3, 1, 2)  # (B, H, N, N)
 

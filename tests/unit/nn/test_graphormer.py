@@ -293,6 +293,14 @@ def test_edge_path_encoder_matches_explicit_formula():
     expected = summed / batch.spd.clamp(1, K).unsqueeze(-1)
     torch.testing.assert_close(got, expected.permute(0, 3, 1, 2), atol=1e-6, rtol=1e-5)
     assert got.abs().sum() > 0
+    # the gradients too: on CPU the sum's backward is a CSR product of its own (molsepnorm.nn.segment)
+    grad = torch.randn_like(got)
+    params = [enc.embedding.weight, enc.hop_weight]
+    ours = torch.autograd.grad(got, params, grad)
+    reference = torch.autograd.grad(expected.permute(0, 3, 1, 2), params, grad)
+    for a, b in zip(ours, reference):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+        assert a.abs().sum() > 0
 
 
 # ----------------------------------------------------- first graph-token norm, readouts
