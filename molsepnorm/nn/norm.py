@@ -603,14 +603,14 @@ class SepNorm(nn.Module):
         else:  # keep the special tokens out of the token statistics
             token_mask = x.new_ones(x.shape[:-1], dtype=torch.bool) if mask_x is None else mask_x.clone()
             token_mask.narrow(seq_dim, c, S).fill_(False)
-        tokens = self.token_norm(x, token_mask)
-        parts = [tokens.narrow(seq_dim, 0, c)]
+        out = self.token_norm(x, token_mask)
         for k, norm in enumerate(self.separate_norms()):
             all_real = mask is None or (cls_real == B if k == 0 else bool(mask[:, c + k].all()))
             special_mask = None if all_real else mask[:, c + k]
-            parts.append(norm(x.select(seq_dim, c + k), special_mask).unsqueeze(seq_dim))  # (B, D) in
-        parts.append(tokens.narrow(seq_dim, c + S, L - c - S))
-        return torch.cat(parts, dim=seq_dim)
+            # written over the token norm's output at c + k: one copy forward and backward,
+            # where splitting the tokens around it and concatenating costs two
+            out = torch.select_scatter(out, norm(x.select(seq_dim, c + k), special_mask), seq_dim, c + k)  # (B, D) in
+        return out
 
     def _forward_cls_from_mask(self, x: Tensor, mask: Tensor, seq_dim: int) -> Tensor:
         """The [CLS] of row b is its first real token (then the other special tokens)."""
