@@ -118,6 +118,7 @@ class TrainStep:
         self.device = torch.device(device)
         self.bf16 = bf16
         self.env = env or ddp.DistEnv(device=self.device)
+        self.params = list(model.parameters())  # walked once, not at every step
 
     def autocast(self) -> Any:
         """bfloat16 autocast of a forward pass when ``bf16``, else a no-op context."""
@@ -148,12 +149,15 @@ class TrainStep:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         # gradients are already all-reduced under DDP, so every rank sees the same norm
-        grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(),
-                                             self.clip_norm if self.clip_norm is not None else float("inf"))
+        grad_norm = nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
         if not bool(torch.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             return StepResult(float("nan"), batch.num_graphs,
                               f"gradient norm is {float(grad_norm)} (loss {float(loss.detach()):.4g})")
+        if self.clip_norm is not None and float(grad_norm) + 1e-6 > self.clip_norm:
+            # clip_grad_norm_ is get_total_norm, then this scaling by min(1, clip / (norm + 1e-6));
+            # skipped where the factor is 1, which clip_grad_norm_ multiplies by at every step
+            nn.utils.clip_grads_with_norm_(self.params, self.clip_norm, grad_norm)
         self.optimizer.step()
         self.scheduler.step()
         return StepResult(float(loss.detach()), batch.num_graphs)
