@@ -25,13 +25,14 @@ dropped, whatever its size.
 Each graph must carry the attributes written by
 :class:`molsepnorm.encodings.GraphormerEncoding` (``degree``, and ``spd`` / ``path_next``
 flattened row-major to ``num_nodes**2`` entries).  Everything is placed with vectorized
-index assignment; the only Python loop gathers the per-graph tensors.
+index assignment (in NumPy); the only Python loop gathers the per-graph arrays.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from typing import Optional, Sequence, Union
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
@@ -91,6 +92,11 @@ def _require(data: Data, name: str, index: int) -> Tensor:
     return value
 
 
+def _array(value) -> np.ndarray:
+    """A NumPy view of a graph's tensor (``Data``) or array (``MolGraph``), without a copy."""
+    return value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+
+
 def _targets(data_list: Sequence[Data]) -> Optional[Tensor]:
     ys = [getattr(d, "y", None) for d in data_list]
     labelled = [y is not None for y in ys]
@@ -99,7 +105,7 @@ def _targets(data_list: Sequence[Data]) -> Optional[Tensor]:
     if not all(labelled):
         raise ValueError("some graphs of the batch have targets 'y' and others do not")
     # (1,), (T,), (1, T) -> (1, T); integer labels become float so NaN can mark missing
-    return torch.cat([torch.as_tensor(y).reshape(1, -1).float() for y in ys], dim=0)
+    return torch.from_numpy(np.concatenate([_array(y).reshape(1, -1) for y in ys], 0).astype(np.float32))
 
 
 def collate_graphs(data_list: Sequence[Data], multi_hop_max_dist: int) -> GraphBatch:
@@ -110,8 +116,11 @@ def collate_graphs(data_list: Sequence[Data], multi_hop_max_dist: int) -> GraphB
             ``spd`` and ``path_next`` (see :class:`molsepnorm.encodings.GraphormerEncoding`):
             PyG ``Data``, or :class:`molsepnorm.chem.MolGraph` samples (NumPy arrays).
         multi_hop_max_dist: K, the number of hops of ``edge_path`` (>= 1).
+
+    The padding runs in NumPy, whose per-operation cost on arrays of this size is a
+    fraction of PyTorch's; the batch's tensors share the arrays' memory.
     """
-    from molsepnorm.encodings import edge_paths_batched
+    from molsepnorm.encodings import edge_paths_batched_numpy
 
     if len(data_list) == 0:
         raise ValueError("cannot collate an empty list of graphs")
@@ -121,58 +130,58 @@ def collate_graphs(data_list: Sequence[Data], multi_hop_max_dist: int) -> GraphB
 
     xs, degrees, spds, nexts, edge_indices, edge_attrs = [], [], [], [], [], []
     for i, d in enumerate(data_list):
-        # torch.as_tensor: a no-op on a Data's tensors, a zero-copy view of a MolGraph's arrays
-        x = torch.as_tensor(d.x)
-        xs.append(x.view(-1, 1) if x.dim() == 1 else x)
-        degrees.append(torch.as_tensor(_require(d, "degree", i)))
-        spds.append(torch.as_tensor(_require(d, "spd", i)))
-        nexts.append(torch.as_tensor(_require(d, "path_next", i)))
-        edge_indices.append(torch.as_tensor(d.edge_index))
-        ea = torch.as_tensor(d.edge_attr)
-        edge_attrs.append(ea.view(-1, 1) if ea.dim() == 1 else ea)
-    n = torch.tensor([x.size(0) for x in xs], dtype=torch.long)  # (B,)
-    e = torch.tensor([ei.size(1) for ei in edge_indices], dtype=torch.long)  # (B,)
+        x = _array(d.x)
+        xs.append(x.reshape(-1, 1) if x.ndim == 1 else x)
+        degrees.append(_array(_require(d, "degree", i)))
+        spds.append(_array(_require(d, "spd", i)))
+        nexts.append(_array(_require(d, "path_next", i)))
+        edge_indices.append(_array(d.edge_index).reshape(2, -1))
+        ea = _array(d.edge_attr)
+        edge_attrs.append(ea.reshape(-1, 1) if ea.ndim == 1 else ea)
+    n = np.array([x.shape[0] for x in xs], dtype=np.int64)  # (B,)
+    e = np.array([ei.shape[1] for ei in edge_indices], dtype=np.int64)  # (B,)
     N = max(int(n.max()), 1)
-    graph = torch.arange(B)
+    graph = np.arange(B)
 
     # nodes: graph b's atom k goes to dense slot (b, k)
-    node_graph = graph.repeat_interleave(n)  # (sum n,)
-    node_pos = torch.arange(node_graph.numel()) - (torch.cumsum(n, 0) - n)[node_graph]
-    x_cat = torch.cat(xs, 0).long()
-    x = x_cat.new_zeros(B, N, x_cat.size(1))
+    node_graph = np.repeat(graph, n)  # (sum n,)
+    node_pos = np.arange(node_graph.size) - (np.cumsum(n) - n)[node_graph]
+    x_cat = np.concatenate(xs, 0).astype(np.int64, copy=False)
+    x = np.zeros((B, N, x_cat.shape[1]), dtype=np.int64)
     x[node_graph, node_pos] = x_cat
-    node_mask = torch.zeros(B, N, dtype=torch.bool)
+    node_mask = np.zeros((B, N), dtype=bool)
     node_mask[node_graph, node_pos] = True
-    degree = torch.zeros(B, N, dtype=torch.long)
-    degree[node_graph, node_pos] = torch.cat(degrees).long()
+    degree = np.zeros((B, N), dtype=np.int64)
+    degree[node_graph, node_pos] = np.concatenate(degrees)
 
     # pairs: the flat row-major entry k of graph b goes to (b, k // n_b, k % n_b)
     sq = n * n
-    pair_graph = graph.repeat_interleave(sq)  # (sum n^2,)
-    k = torch.arange(pair_graph.numel()) - (torch.cumsum(sq, 0) - sq)[pair_graph]
+    pair_graph = np.repeat(graph, sq)  # (sum n^2,)
+    k = np.arange(pair_graph.size) - (np.cumsum(sq) - sq)[pair_graph]
     n_pair = n[pair_graph]
-    row, col = k // n_pair, k % n_pair
-    spd = torch.full((B, N, N), _PAD, dtype=torch.long)
-    spd[pair_graph, row, col] = torch.cat(spds).long()
-    path_next = torch.full((B, N, N), _PAD, dtype=torch.long)
-    path_next[pair_graph, row, col] = torch.cat(nexts).long()
+    row = k // n_pair
+    col = k - row * n_pair
+    spd = np.full((B, N, N), _PAD, dtype=np.int64)
+    spd[pair_graph, row, col] = np.concatenate(spds)
+    path_next = np.full((B, N, N), _PAD, dtype=np.int64)
+    path_next[pair_graph, row, col] = np.concatenate(nexts)
 
     # edges: global id of edge u -> v of graph b at (b, u, v)
-    edge_graph = graph.repeat_interleave(e)  # (E,)
-    src, dst = torch.cat(edge_indices, 1).long()
-    edge_id = torch.full((B, N, N), _PAD, dtype=torch.long)
-    edge_id[edge_graph, src, dst] = torch.arange(edge_graph.numel())
-    edge_path = edge_paths_batched(spd, path_next, edge_id, multi_hop_max_dist)  # (B, N, N, K)
+    edge_graph = np.repeat(graph, e)  # (E,)
+    src, dst = np.concatenate(edge_indices, 1).astype(np.int64, copy=False)
+    edge_id = np.full((B, N, N), _PAD, dtype=np.int64)
+    edge_id[edge_graph, src, dst] = np.arange(edge_graph.size)
+    edge_path = edge_paths_batched_numpy(spd, path_next, edge_id, multi_hop_max_dist)  # (B, N, N, K)
 
     smiles = [getattr(d, "smiles", None) for d in data_list]
     return GraphBatch(
-        x=x,
-        node_mask=node_mask,
-        degree=degree,
-        spd=spd,
-        edge_attr=torch.cat(edge_attrs, 0).long(),
-        edge_path=edge_path,
-        num_nodes=n,
+        x=torch.from_numpy(x),
+        node_mask=torch.from_numpy(node_mask),
+        degree=torch.from_numpy(degree),
+        spd=torch.from_numpy(spd),
+        edge_attr=torch.from_numpy(np.concatenate(edge_attrs, 0).astype(np.int64, copy=False)),
+        edge_path=torch.from_numpy(edge_path),
+        num_nodes=torch.from_numpy(n),
         y=_targets(data_list),
         smiles=smiles if all(s is not None for s in smiles) else None,
     )

@@ -14,6 +14,7 @@ from .shortest_paths import (
     UNREACHABLE,
     edge_paths,
     edge_paths_batched,
+    edge_paths_batched_numpy,
     shortest_paths,
 )
 from .transform import ENCODING_VERSION, GraphormerEncoding, encode, structural_encodings
@@ -27,6 +28,7 @@ __all__ = [
     "UNREACHABLE",
     "edge_paths",
     "edge_paths_batched",
+    "edge_paths_batched_numpy",
     "encode",
     "shortest_paths",
     "structural_encodings",

@@ -202,46 +202,57 @@ def edge_paths_batched(spd: Tensor, path_next: Tensor, edge_id: Tensor, max_hops
             ``b`` at ``[b, u, v]``, -1 where there is none.
         max_hops: number of hops kept per pair (``multi_hop_max_dist``), ``>= 0``.
 
+    The walk runs in NumPy (:func:`edge_paths_batched_numpy`, what the collator calls):
+    on molecule-sized batches its small array operations cost a fraction of PyTorch's
+    per-operation overhead.  The result is on the device of ``spd``.
+
     Returns:
         ``[B, N, N, max_hops]`` long: at ``[b, i, j, h]`` the id of the ``h``-th edge on the
         path from ``i`` to ``j`` for ``h < min(spd, max_hops)``, else -1.  Computed with one
         vectorised gather per hop over the pairs whose path is still running.
     """
-    if spd.dim() != 3 or spd.shape != path_next.shape or spd.shape != edge_id.shape:
+    import torch
+
+    out = edge_paths_batched_numpy(*(t.detach().cpu().numpy() for t in (spd, path_next, edge_id)), max_hops)
+    return torch.from_numpy(out).to(spd.device)
+
+
+def edge_paths_batched_numpy(spd: np.ndarray, path_next: np.ndarray, edge_id: np.ndarray,
+                             max_hops: int) -> np.ndarray:
+    """:func:`edge_paths_batched` on NumPy arrays ``[B, N, N]``: int64 ``[B, N, N, max_hops]``."""
+    if spd.ndim != 3 or spd.shape != path_next.shape or spd.shape != edge_id.shape:
         raise ValueError(
             "spd, path_next and edge_id must all have shape [B, N, N], got "
             f"{list(spd.shape)}, {list(path_next.shape)}, {list(edge_id.shape)}"
         )
     if max_hops < 0:
         raise ValueError(f"max_hops must be >= 0, got {max_hops}")
-    import torch
-
     b, n, _ = spd.shape
-    out = torch.full((b * n * n, max_hops), -1, dtype=torch.long, device=spd.device)
-    if out.numel() == 0:
-        return out.view(b, n, n, max_hops)
-    nxt = path_next.reshape(-1).long()
-    eid = edge_id.reshape(-1).long()
+    out = np.full((b * n * n, max_hops), -1, dtype=np.int64)
+    if out.size == 0:
+        return out.reshape(b, n, n, max_hops)
+    nxt = path_next.reshape(-1).astype(np.int64, copy=False)
+    eid = edge_id.reshape(-1).astype(np.int64, copy=False)
     flat_spd = spd.reshape(-1)
     # Walk only the pairs that have a path (in a batch padded to its largest molecule most
     # pairs are padding), all of them for every hop: a pair whose path has ended walks on
     # from a clamped next hop and its entry is masked, which is cheaper than dropping
     # finished pairs hop by hop (docs/benchmarks.md).
-    pair = (flat_spd > 0).nonzero().squeeze(1)  # flat id (b * n + i) * n + j
-    if pair.numel() == 0:
-        return out.view(b, n, n, max_hops)
-    remaining = flat_spd[pair].long()
+    pair = np.flatnonzero(flat_spd > 0)  # flat id (b * n + i) * n + j
+    if pair.size == 0:
+        return out.reshape(b, n, n, max_hops)
+    remaining = flat_spd[pair].astype(np.int64)
     cur = pair // n  # row b * n + (current node); starts at i
     col = pair - cur * n  # target j
     graph_row0 = cur - cur % n  # b * n
     hops = min(max_hops, int(remaining.max()))
-    columns = []
+    walked = np.empty((pair.size, hops), dtype=np.int64)
     for h in range(hops):
-        step = nxt[cur * n + col].clamp_(min=0)  # next node, local id (-1 past the end: clamped)
-        columns.append(torch.where(remaining > h, eid[cur * n + step], -1))
+        step = np.maximum(nxt[cur * n + col], 0)  # next node, local id (-1 past the end: clamped)
+        walked[:, h] = np.where(remaining > h, eid[cur * n + step], -1)
         cur = graph_row0 + step
-    out[pair, :hops] = torch.stack(columns, 1)
-    return out.view(b, n, n, max_hops)
+    out[pair, :hops] = walked
+    return out.reshape(b, n, n, max_hops)
 
 
 def edge_paths(
