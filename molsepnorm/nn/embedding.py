@@ -10,7 +10,10 @@ the sort is most of the backward pass (figures in ``docs/benchmarks.md``).
 
 The gradient is the same sum; only the order of the floating-point additions differs
 (index order instead of sorted order), so results agree with ``F.embedding`` to rounding.
-CPU ``index_add_`` is deterministic.  On other devices (where ``index_add_`` uses atomic
+CPU ``index_add_`` is deterministic.  Rows narrower than :data:`INDEX_ADD_MIN_WIDTH`
+floats -- the spatial encoding's one scalar per head -- are summed by a sparse product
+instead (:func:`molsepnorm.nn.segment.scatter_rows`), as ``index_add_`` adds them element
+by element.  On other devices (where ``index_add_`` uses atomic
 additions) and without a gradient to compute, ``F.embedding`` runs unchanged.
 """
 from __future__ import annotations
@@ -21,7 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from molsepnorm.nn.segment import scatter_rows
+
 __all__ = ["embedding"]
+
+#: Rows narrower than this (floats) get their gradient from a CSR product
+#: (:func:`molsepnorm.nn.segment.scatter_rows`): CPU ``index_add_`` adds such rows
+#: element by element, several times slower than wider ones (docs/benchmarks.md).
+INDEX_ADD_MIN_WIDTH = 16
 
 
 class _Embedding(torch.autograd.Function):
@@ -38,6 +48,8 @@ class _Embedding(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor]:  # type: ignore[override]
         (flat,) = ctx.saved_tensors
         D = grad.size(-1)
+        if D < INDEX_ADD_MIN_WIDTH and grad.dtype == torch.float32:
+            return None, scatter_rows(grad.reshape(-1, D), flat, None, ctx.rows)
         return None, grad.new_zeros(ctx.rows, D).index_add_(0, flat, grad.reshape(-1, D))
 
 

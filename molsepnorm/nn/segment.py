@@ -24,13 +24,13 @@ still faster than ``index_add_``.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["gather_segment_sum"]
+__all__ = ["gather_segment_sum", "scatter_rows"]
 
 
 def _csr(row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> Tensor:
@@ -65,10 +65,20 @@ class _GatherSegmentSum(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
         index, segment = ctx.saved_tensors
-        R, S = ctx.rows, grad.size(0)
-        order = _argsort(index, R)
-        transposed = _csr(index.index_select(0, order), segment.index_select(0, order), R, S)
-        return torch.sparse.mm(transposed, grad.contiguous()), None, None, None
+        return scatter_rows(grad, index, segment, ctx.rows), None, None, None
+
+
+def scatter_rows(source: Tensor, index: Tensor, segment: Optional[Tensor], num_rows: int) -> Tensor:
+    """``zeros(num_rows, H).index_add_(0, index, source[segment])`` as the product ``A^T @ source``
+    (A: the CSR matrix of ones at ``(segment[m], index[m])``; ``segment`` None: ``m``):
+    source (S, H), index (M,) long in [0, num_rows) -> (num_rows, H), on CPU in float32.
+
+    The gradient of a gather: of :func:`gather_segment_sum`, and of an embedding lookup
+    (:func:`molsepnorm.nn.embedding.embedding`) whose rows are too narrow for ``index_add_``."""
+    order = _argsort(index, num_rows)
+    col = order if segment is None else segment.index_select(0, order)
+    transposed = _csr(index.index_select(0, order), col, num_rows, source.size(0))
+    return torch.sparse.mm(transposed, source.contiguous())
 
 
 def gather_segment_sum(table: Tensor, index: Tensor, segment: Tensor, num_segments: int) -> Tensor:

@@ -1,8 +1,9 @@
 """molsepnorm.nn.embedding: F.embedding's values and gradients, with an index_add backward on CPU."""
+import pytest
 import torch
 import torch.nn.functional as F
 
-from molsepnorm.nn.embedding import embedding
+from molsepnorm.nn.embedding import INDEX_ADD_MIN_WIDTH, embedding
 from molsepnorm.nn.encoders import AtomEncoder, SpatialEncoder
 
 
@@ -18,6 +19,18 @@ def test_values_and_gradient_match_f_embedding() -> None:
     assert torch.equal(out, ref)
     torch.testing.assert_close(ours, expected)
     assert (ours[20:] == 0).all(), "rows never looked up get no gradient"
+
+
+@pytest.mark.parametrize("width", [1, 8, INDEX_ADD_MIN_WIDTH, 80])  # below: a CSR product; from it on: index_add_
+def test_float32_gradient_on_either_side_of_the_width_threshold(width: int) -> None:
+    torch.manual_seed(0)
+    weight = torch.randn(30, width, requires_grad=True)
+    index = torch.randint(0, 20, (4, 9, 9))
+    grad = torch.randn(4, 9, 9, width)
+    (ours,) = torch.autograd.grad(embedding(index, weight), weight, grad)
+    (expected,) = torch.autograd.grad(F.embedding(index, weight), weight, grad)
+    torch.testing.assert_close(ours, expected)
+    assert (ours[20:] == 0).all() and ours[:20].abs().sum() > 0
 
 
 def test_gradcheck() -> None:
