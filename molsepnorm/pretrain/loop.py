@@ -44,6 +44,7 @@ from molsepnorm.train import distributed as ddp
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
 from molsepnorm.train.state import capture_rng_state, restore_rng_state, seed_everything
+from molsepnorm.train.optimizer import make_adamw
 from molsepnorm.train.step import TrainStep, skip_or_stop
 
 log = logging.getLogger(LOGGER_NAME)
@@ -159,8 +160,8 @@ class Pretrainer:
             graph_targets=partial(graph_motif_counts, environments=po.motif_environments) if po.uses_motifs else None)
 
         params = [p for p in self.pretext.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(params, lr=po.lr, betas=tuple(po.adam_betas), eps=po.adam_eps,
-                                           weight_decay=po.weight_decay, fused=self.device.type in ("cpu", "cuda"))
+        self.optimizer = make_adamw(params, self.device, lr=po.lr, betas=tuple(po.adam_betas), eps=po.adam_eps,
+                                    weight_decay=po.weight_decay)
         if po.max_steps is not None:
             self.warmup_steps = resolve_warmup(po.warmup_steps, po.warmup_fraction, po.max_steps)
             self.scheduler = make_scheduler(self.optimizer, po.lr, po.end_lr, self.warmup_steps, po.max_steps)

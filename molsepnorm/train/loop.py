@@ -56,6 +56,7 @@ from molsepnorm.train.schedule import make_scheduler, resolve_warmup
 from molsepnorm.train.soup import TopEpochs
 from molsepnorm.train.state import (Progress, capture_rng_state, restore_rng_state, seed_everything,
                                     training_state)
+from molsepnorm.train.optimizer import make_adamw
 from molsepnorm.train.step import TrainStep, resolve_loss, skip_or_stop
 
 log = logging.getLogger(LOGGER_NAME)
@@ -186,12 +187,10 @@ class Trainer:
         self.max_epochs, self.total_steps = self._budget()
         self.patience = resolve_patience(tc.patience, self.max_epochs)  # None: no early stopping
         self.earliest_stop = earliest_stop(tc.patience, self.max_epochs)
-        # fused: one kernel for all parameters instead of ~10 small operations per tensor, which
-        # counts when steps are small (docs/benchmarks.md, "Figures behind design choices")
-        self.optimizer = torch.optim.AdamW(
-            ddp.unwrap(self.model).parameters(), lr=tc.lr, betas=tuple(tc.adam_betas), eps=tc.adam_eps,
-            weight_decay=tc.weight_decay, fused=self.device.type in ("cpu", "cuda"),
-        )
+        # fused, with the step's bookkeeping cached on CPU: small steps are dominated by
+        # per-operation costs (molsepnorm.train.optimizer; docs/benchmarks.md)
+        self.optimizer = make_adamw(ddp.unwrap(self.model).parameters(), self.device, lr=tc.lr,
+                                    betas=tuple(tc.adam_betas), eps=tc.adam_eps, weight_decay=tc.weight_decay)
         self.warmup_steps = resolve_warmup(tc.warmup_steps, tc.warmup_fraction, self.total_steps)
         self.scheduler = make_scheduler(self.optimizer, tc.lr, tc.end_lr, self.warmup_steps, self.total_steps)
         self.step = TrainStep(self.model, self.optimizer, self.scheduler, loss, self.scaler, tc.clip_norm,
