@@ -81,20 +81,21 @@ class BiasedSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, bias: Tensor) -> Tensor:
         B, L, D = x.shape
-        q, k, v = self.qkv(x).view(B, L, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x (B, H, L, d)
+        H, d = self.num_heads, self.head_dim
+        # heads to the front in one copy: (B, L, 3D) -> (3, B*H, L, d), so q, k, v are views
+        q, k, v = self.qkv(x).view(B, L, 3, H, d).permute(2, 0, 3, 1, 4).reshape(3, B * H, L, d).unbind(0)
         p = self.dropout if self.training else 0.0
         if self.impl == "sdpa":
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p)
+            q, k, v = (t.view(B, H, L, d) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), dropout_p=p).view(B * H, L, d)
         else:
-            scale = 1.0 / math.sqrt(self.head_dim)
+            scale = 1.0 / math.sqrt(d)
             if q.dtype == bias.dtype and not torch.is_autocast_enabled(q.device.type):
                 # scale, Q K^T and the bias add in one kernel: one (B, H, L, L) tensor instead of three
-                BH, d = B * self.num_heads, self.head_dim
-                scores = torch.baddbmm(bias.reshape(BH, L, L), q.reshape(BH, L, d), k.reshape(BH, L, d).transpose(1, 2),
-                                       alpha=scale).view(B, self.num_heads, L, L)
+                scores = torch.baddbmm(bias.reshape(B * H, L, L), q, k.transpose(1, 2), alpha=scale)
             else:  # reduced precision: Q K^T in it, the bias added in float32 (keeps -inf, small values)
-                scores = ((q * scale) @ k.transpose(-2, -1)).float() + bias  # (B, H, L, L)
-            att = softmax_last(scores)  # float32: sums exact
+                scores = torch.bmm(q * scale, k.transpose(1, 2)).float() + bias.reshape(B * H, L, L)
+            att = softmax_last(scores)  # (B*H, L, L), float32: sums exact
             att = dropout(att, p, training=self.training).to(v.dtype)
-            y = att @ v  # (B, H, L, d)
-        return self.out(y.transpose(1, 2).reshape(B, L, D))
+            y = torch.bmm(att, v)  # (B*H, L, d)
+        return self.out(y.view(B, H, L, d).transpose(1, 2).reshape(B, L, D))
