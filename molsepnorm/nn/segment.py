@@ -33,14 +33,22 @@ from torch import Tensor
 __all__ = ["gather_segment_sum", "scatter_rows"]
 
 
+_BETA_WARNING_SEEN = False  # PyTorch warns once per process that sparse CSR support is in beta
+
+
 def _csr(row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> Tensor:
     """A CSR matrix (num_rows, num_cols) of ones at (row[m], col[m]); ``row`` sorted."""
+    global _BETA_WARNING_SEEN
     crow = torch.zeros(num_rows + 1, dtype=torch.int32)
     torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+    args = (crow, col.to(torch.int32), torch.ones(row.numel()), (num_rows, num_cols))
+    if _BETA_WARNING_SEEN:
+        return torch.sparse_csr_tensor(*args, check_invariants=False)
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state": not the user's concern
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col.to(torch.int32), torch.ones(row.numel()), (num_rows, num_cols),
-                                       check_invariants=False)
+        out = torch.sparse_csr_tensor(*args, check_invariants=False)
+    _BETA_WARNING_SEEN = True
+    return out
 
 
 def _argsort(key: Tensor, bound: int) -> Tensor:
