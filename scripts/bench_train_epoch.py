@@ -15,11 +15,13 @@ machine ideally.  Then, over the first ``--batches`` batches of epoch 1 (seeded)
 * ``validation``: one pass of ``Trainer.evaluate("val")``, as at every epoch's end;
 * ``epoch estimate``: (loader + step) x steps per epoch + validation.
 
-With ``--micro``, also the two CPU operations written for the step, forward + backward on
+With ``--micro``, also the CPU operations written for the step, forward + backward on
 the first timed batch's shapes, against PyTorch's own: ``molsepnorm.nn.dropout.dropout``
 against ``F.dropout`` on the attention probabilities (B, H, L, L) and on token states
 (B, L, D), and ``molsepnorm.nn.embedding.embedding`` against ``F.embedding`` for the
-spatial encoding (B, N, N into the spatial table) and the atom features (B, N, F).
+spatial encoding (B, N, N into the spatial table) and the atom features (B, N, F), and
+``molsepnorm.nn.segment.gather_segment_sum`` against the ``index_add_`` form it replaced
+for the edge encoding's sum of hop rows into atom pairs.
 
 Each figure is the median of ``--repeats`` passes.  Nothing here is specific to the
 current commit, so running it with ``PYTHONPATH`` set to another checkout times that
@@ -46,7 +48,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--micro", action="store_true", help="also time dropout and embedding against PyTorch's")
+    parser.add_argument("--micro", action="store_true", help="also time dropout, embedding and the hop sum against PyTorch's")
     parser.add_argument("--out", default=None, help="JSON output")
     args = parser.parse_args()
 
@@ -125,6 +127,7 @@ def micro(model, batch, repeats: int) -> dict[str, tuple[float, float]]:
 
     from molsepnorm.nn.dropout import dropout
     from molsepnorm.nn.embedding import embedding
+    from molsepnorm.nn.segment import gather_segment_sum
 
     B, N = batch.node_mask.shape
     H, D = model.config.num_heads, model.config.hidden_dim
@@ -134,6 +137,13 @@ def micro(model, batch, repeats: int) -> dict[str, tuple[float, float]]:
     x = batch.x + model.atom_encoder.offsets
     probs = torch.rand(B, H, N + 1, N + 1, requires_grad=True)
     states = torch.randn(B, N + 1, D, requires_grad=True)
+    # the edge encoding's sum of tabulated hop rows into pairs, as EdgePathEncoder calls it
+    K = min(batch.edge_path.size(-1), model.config.multi_hop_max_dist)
+    E = batch.edge_attr.size(0)
+    table = torch.randn(K * E, H, requires_grad=True)
+    flat = batch.edge_path[..., :K].reshape(-1)
+    entry = (flat >= 0).nonzero().squeeze(1)
+    rows, pairs = flat[entry] + (entry % K) * E, entry // K
     cases = {
         f"dropout p=0.1 on ({B}, {H}, {N + 1}, {N + 1})": (lambda: dropout(probs, 0.1), lambda: F.dropout(probs, 0.1)),
         f"dropout p=0.1 on ({B}, {N + 1}, {D})": (lambda: dropout(states, 0.1), lambda: F.dropout(states, 0.1)),
@@ -141,6 +151,9 @@ def micro(model, batch, repeats: int) -> dict[str, tuple[float, float]]:
             (lambda: embedding(spd, spatial), lambda: F.embedding(spd, spatial)),
         f"atom embedding ({B}, {N}, {x.size(-1)}) x {tuple(atoms.shape)}":
             (lambda: embedding(x, atoms), lambda: F.embedding(x, atoms)),
+        f"edge-encoding hop sum, {entry.numel()} rows of {tuple(table.shape)} into {B * N * N} pairs":
+            (lambda: gather_segment_sum(table, rows, pairs, B * N * N),
+             lambda: table.new_zeros(B * N * N, H).index_add_(0, pairs, table.index_select(0, rows))),
     }
 
     def timed(fn) -> float:

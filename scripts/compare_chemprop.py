@@ -5,6 +5,8 @@
     python scripts/compare_chemprop.py --datasets nci-tpsa --seeds 0 1 2
     python scripts/compare_chemprop.py --csv my.csv --target-columns logS --split-by scaffold
     python scripts/compare_chemprop.py --datasets nci-tpsa --ours-args "--epochs 50"   # a non-default
+    bash scripts/setup_user_env.sh                           # once: .user-venv/ (molsepnorm alone)
+    python scripts/compare_chemprop.py --ours-python .user-venv/bin/python ...
 
 For every data set the script writes one table, ``data.csv`` (``smiles``, the target
 columns, ``split`` = train / val / test), and a ``test.csv`` of the test rows, then for
@@ -27,8 +29,12 @@ SMILES RDKit cannot parse are left out of both tools' input (chemprop stops at t
 such row) and counted in the output.
 
 chemprop runs from its own virtual environment (``--chemprop``, default
-``.chemprop-venv/bin/chemprop``), never a dependency of molsepnorm.  Both tools see the
-same environment: no thread settings beyond what each does by default.
+``.chemprop-venv/bin/chemprop``), never a dependency of molsepnorm.  molsepnorm runs with
+this script's Python unless ``--ours-python`` names another: ``.user-venv/bin/python``
+(``bash scripts/setup_user_env.sh``) holds molsepnorm and its dependencies alone, as a
+user installs it, where the development environment also has the test extras.  Both
+tools see the same environment variables: no thread settings beyond what each does by
+default.
 
 Output: a Markdown table on stdout and JSON at ``--out`` (commands, wall times, metrics,
 versions, machine).  docs/accuracy.md holds the figures.
@@ -194,8 +200,8 @@ def run(command: list[str], log: Path, env: dict[str, str]) -> float:
 
 
 def train_ours(table: Table, data: Path, test: Path, out: Path, seed: int, extra: list[str],
-               env: dict[str, str]) -> dict[str, Any]:
-    molsepnorm = [sys.executable, "-m", "molsepnorm"]
+               env: dict[str, str], python: str) -> dict[str, Any]:
+    molsepnorm = [python, "-m", "molsepnorm"]
     train = [*molsepnorm, "train", "--dataset", str(data), "--smiles-column", "smiles",
              "--target-columns", ",".join(table.targets), "--split-by", "column:split",
              "--seed", str(seed), "--out", str(out / "run"), "--no-progress", *extra]
@@ -261,12 +267,13 @@ def score(table: Table, predictions: np.ndarray) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- report
-def versions(chemprop: Optional[str]) -> dict[str, str]:
-    import torch
-
-    import molsepnorm
-
-    info = {"python": platform.python_version(), "torch": torch.__version__, "molsepnorm": molsepnorm.__version__}
+def versions(chemprop: Optional[str], ours_python: str) -> dict[str, str]:
+    text = subprocess.run([ours_python, "-c", "import importlib.metadata as m, importlib.util as u, platform;"
+                           "print(platform.python_version(), m.version('torch'), m.version('molsepnorm'),"
+                           "'present' if u.find_spec('transformers') else 'absent')"],
+                          capture_output=True, text=True).stdout.split()
+    info = dict(zip(["python", "torch", "molsepnorm", "transformers_in_molsepnorm_env"], text))
+    info["molsepnorm_python"] = ours_python
     if chemprop:
         python = str(Path(chemprop).with_name("python"))
         text = subprocess.run([python, "-c", "import importlib.metadata as m;"
@@ -311,6 +318,9 @@ def main(argv: Optional[list[str]] = None) -> None:
                         default=["molsepnorm", "chemprop"])
     parser.add_argument("--ours-args", default="", help="extra flags for `molsepnorm train` (quoted)")
     parser.add_argument("--chemprop-args", default="", help="extra flags for `chemprop train` (quoted)")
+    parser.add_argument("--ours-python", default=sys.executable,
+                        help="the Python that runs molsepnorm (default: this one); .user-venv/bin/python "
+                             "after `bash scripts/setup_user_env.sh` is a user's install, without the test extras")
     parser.add_argument("--chemprop", default=str(REPO / ".chemprop-venv" / "bin" / "chemprop"),
                         help="the chemprop executable of its venv")
     parser.add_argument("--data-root", default=None, help="data root (default $MOLSEPNORM_DATA)")
@@ -334,7 +344,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     report: dict[str, Any] = {
         "command": shlex.join([sys.executable, *sys.argv]), "machine": {"cores": os.cpu_count(),
                                                                        "platform": platform.platform()},
-        "versions": versions(args.chemprop if "chemprop" in args.tools else None),
+        "versions": versions(args.chemprop if "chemprop" in args.tools else None, args.ours_python),
         "datasets": {}, "results": results}
     for table in tables:
         folder = work / table.name
@@ -352,7 +362,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                 if tool == "molsepnorm":
                     if (out / "run").exists():
                         raise SystemExit(f"{out / 'run'} exists: remove it or pick another --work")
-                    got = train_ours(table, data, test, out, seed, shlex.split(args.ours_args), env)
+                    got = train_ours(table, data, test, out, seed, shlex.split(args.ours_args), env,
+                                     args.ours_python)
                 else:
                     got = train_chemprop(table, data, test, out, seed, args.chemprop,
                                          shlex.split(args.chemprop_args), env)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Build the environment a user gets from `pip install molsepnorm`: the package (editable,
+# so it runs this checkout's code) and its dependencies, without the test extras
+# (pytest, hypothesis, transformers, ...). scripts/compare_chemprop.py times molsepnorm
+# in it (--ours-python), as it times chemprop in chemprop's own environment: PyTorch
+# Geometric imports transformers whenever it is installed, about half a second of every
+# start-up that a user's environment does not pay (docs/accuracy.md).
+#
+#   bash scripts/setup_user_env.sh [VENV_DIR]   (default: <repo>/.user-venv)
+#
+# Safe to run again: an existing venv is reused.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV_DIR="${1:-$REPO_ROOT/.user-venv}"
+PYTHON_BIN="${PYTHON_BIN:-python3.11}"
+TORCH_PIN="torch==2.13.0"  # first and pinned: an unpinned torch resolves to CUDA wheels
+
+if [ ! -x "$VENV_DIR/bin/python" ]; then
+    echo "[user-env] creating venv $VENV_DIR with $PYTHON_BIN"
+    "$PYTHON_BIN" -m venv "$VENV_DIR"
+else
+    echo "[user-env] reusing venv $VENV_DIR"
+fi
+PY="$VENV_DIR/bin/python"
+PIP=("$PY" -m pip install --disable-pip-version-check -q)
+quiet_pip() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+
+quiet_pip "$TORCH_PIN"
+quiet_pip "$TORCH_PIN" -e "$REPO_ROOT"
+
+"$VENV_DIR/bin/molsepnorm" --help >/dev/null
+"$PY" - <<'PYEOF'
+import importlib.util, sys, importlib.metadata as md
+print("[user-env] versions:")
+print(f"  python          {sys.version.split()[0]}")
+for name in ["torch", "torch_geometric", "rdkit", "ogb", "numpy", "scikit-learn"]:
+    try:
+        print(f"  {name:<15} {md.version(name)}")
+    except md.PackageNotFoundError:
+        print(f"  {name:<15} (absent)")
+print("  transformers    " + ("present" if importlib.util.find_spec("transformers") else "absent"))
+PYEOF
+echo "[user-env] ready: $VENV_DIR/bin/python"
