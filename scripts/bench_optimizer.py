@@ -1,5 +1,6 @@
-"""Time the parts of one default training step on small molecules, and AdamW's three
-implementations (per-tensor, for-each, fused).
+"""Time the parts of one default training step on small molecules, and AdamW's four
+implementations (PyTorch's per-tensor, for-each and fused, and the training loop's
+``CachedFusedAdamW``, :mod:`molsepnorm.train.optimizer`).
 
 The default model (``GraphormerConfig()``) on size-bucketed batches of 32 molecules of
 nci-tpsa (RDKit's NCI sample, always installed), one thread by default:
@@ -41,6 +42,9 @@ def main() -> int:
     from molsepnorm.data.columns import num_atoms
     from molsepnorm.nn import Graphormer, GraphormerConfig
     from molsepnorm.train.batching import make_train_sampler
+    from molsepnorm.train.optimizer import CachedFusedAdamW
+
+    kw = {"lr": 1e-9, "weight_decay": 0.01}
 
     splits = molsepnorm.load_dataset("nci-tpsa")
     cfg = GraphormerConfig.from_dict({"vocab": splits.vocab, "num_tasks": splits.num_tasks})  # the defaults
@@ -59,8 +63,14 @@ def main() -> int:
     print(f"forward + backward      {best_ms(forward_backward, args.repeats):7.2f} ms")
     forward_backward()
     print(f"clip_grad_norm_         {best_ms(lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0), args.repeats):7.2f} ms")
-    for name, kw in (("per-tensor", {"foreach": False}), ("for-each", {"foreach": True}), ("fused", {"fused": True})):
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-9, weight_decay=0.01, **kw)
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    print(f"get_total_norm          {best_ms(lambda: torch.nn.utils.get_total_norm(grads), args.repeats):7.2f} ms"
+          "  (TrainStep: the norm; the scaling only when it clips)")
+    for name, make in (("per-tensor", lambda: torch.optim.AdamW(model.parameters(), foreach=False, **kw)),
+                       ("for-each", lambda: torch.optim.AdamW(model.parameters(), foreach=True, **kw)),
+                       ("fused", lambda: torch.optim.AdamW(model.parameters(), fused=True, **kw)),
+                       ("cached", lambda: CachedFusedAdamW(model.parameters(), **kw))):
+        opt = make()
         print(f"AdamW step, {name:<11} {best_ms(opt.step, args.repeats):7.2f} ms")
     return 0
 
