@@ -30,7 +30,8 @@ __all__ = ["embedding"]
 
 #: Rows narrower than this (floats) get their gradient from a CSR product
 #: (:func:`molsepnorm.nn.segment.scatter_rows`): CPU ``index_add_`` adds such rows
-#: element by element, several times slower than wider ones (docs/benchmarks.md).
+#: element by element, and on more than one thread several times slower than on one
+#: (docs/benchmarks.md, "The small-molecule step").
 INDEX_ADD_MIN_WIDTH = 16
 
 
