@@ -16,15 +16,9 @@ VENV_DIR="${1:-$REPO_ROOT/.user-venv}"
 PYTHON_BIN="${PYTHON_BIN:-python3.11}"
 TORCH_PIN="torch==2.13.0"  # first and pinned: an unpinned torch resolves to CUDA wheels
 
-if [ ! -x "$VENV_DIR/bin/python" ]; then
-    echo "[user-env] creating venv $VENV_DIR with $PYTHON_BIN"
-    "$PYTHON_BIN" -m venv "$VENV_DIR"
-else
-    echo "[user-env] reusing venv $VENV_DIR"
-fi
-PY="$VENV_DIR/bin/python"
-PIP=("$PY" -m pip install --disable-pip-version-check -q)
-quiet_pip() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+# shellcheck source=scripts/venv_lib.sh
+. "$REPO_ROOT/scripts/venv_lib.sh"
+make_venv user-env "$VENV_DIR" "$PYTHON_BIN"
 
 quiet_pip "$TORCH_PIN"
 quiet_pip "$TORCH_PIN" -e "$REPO_ROOT"

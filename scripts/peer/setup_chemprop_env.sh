@@ -18,17 +18,9 @@ PYTHON_BIN="${PYTHON_BIN:-python3.11}"
 TORCH_PIN="torch==2.13.0"
 CHEMPROP_PIN="chemprop==2.3.1"
 
-if [ ! -x "$VENV_DIR/bin/python" ]; then
-    echo "[chemprop-setup] creating venv $VENV_DIR with $PYTHON_BIN"
-    "$PYTHON_BIN" -m venv "$VENV_DIR"
-else
-    echo "[chemprop-setup] reusing venv $VENV_DIR"
-fi
-PY="$VENV_DIR/bin/python"
-PIP=("$PY" -m pip install --disable-pip-version-check -q)
-# The machine-wide pip config lists local index folders that may lack a package;
-# pip warns once per such package. Drop only those lines.
-quiet_pip() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+# shellcheck source=scripts/venv_lib.sh
+. "$REPO_ROOT/scripts/venv_lib.sh"
+make_venv chemprop-setup "$VENV_DIR" "$PYTHON_BIN"
 
 # 1) torch alone, first (the CPU wheel on disk satisfies the pin).
 quiet_pip "$TORCH_PIN"

@@ -25,17 +25,9 @@ NUMPY_PIN="numpy==2.4.6"
 OGB_PIN="ogb==1.3.6"
 RDKIT_PIN="rdkit==2026.9.1"   # the RDKit our own venv uses
 
-if [ ! -x "$VENV_DIR/bin/python" ]; then
-    echo "[peer-setup] creating venv $VENV_DIR with $PYTHON_BIN"
-    "$PYTHON_BIN" -m venv "$VENV_DIR"
-else
-    echo "[peer-setup] reusing venv $VENV_DIR"
-fi
-PY="$VENV_DIR/bin/python"
-PIP=("$PY" -m pip install --disable-pip-version-check -q)
-# The machine-wide pip config lists local index folders that may lack a package;
-# pip warns once per such package. Drop only those lines.
-quiet_pip() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+# shellcheck source=scripts/venv_lib.sh
+. "$REPO_ROOT/scripts/venv_lib.sh"
+make_venv peer-setup "$VENV_DIR" "$PYTHON_BIN"
 
 # 1) torch alone, first (the CPU wheel on disk satisfies the pin).
 quiet_pip "$TORCH_PIN"
