@@ -24,15 +24,5 @@ quiet_pip "$TORCH_PIN"
 quiet_pip "$TORCH_PIN" -e "$REPO_ROOT"
 
 "$VENV_DIR/bin/molsepnorm" --help >/dev/null
-"$PY" - <<'PYEOF'
-import importlib.util, sys, importlib.metadata as md
-print("[user-env] versions:")
-print(f"  python          {sys.version.split()[0]}")
-for name in ["torch", "torch_geometric", "rdkit", "ogb", "numpy", "scikit-learn"]:
-    try:
-        print(f"  {name:<15} {md.version(name)}")
-    except md.PackageNotFoundError:
-        print(f"  {name:<15} (absent)")
-print("  transformers    " + ("present" if importlib.util.find_spec("transformers") else "absent"))
-PYEOF
+print_versions user-env torch torch_geometric rdkit ogb numpy scikit-learn transformers
 echo "[user-env] ready: $VENV_DIR/bin/python"

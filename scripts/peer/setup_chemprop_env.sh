@@ -31,14 +31,5 @@ quiet_pip "$TORCH_PIN" "$CHEMPROP_PIN"
 #    at import time; a mismatched RDKit fails here rather than in the comparison).
 "$VENV_DIR/bin/chemprop" --help >/dev/null
 
-"$PY" - <<'PYEOF'
-import sys, importlib.metadata as md
-print("[chemprop-setup] versions:")
-print(f"  python       {sys.version.split()[0]}")
-for name in ["torch", "chemprop", "lightning", "rdkit", "numpy", "scikit-learn"]:
-    try:
-        print(f"  {name:<12} {md.version(name)}")
-    except md.PackageNotFoundError:
-        print(f"  {name:<12} (absent)")
-PYEOF
+print_versions chemprop-setup torch chemprop lightning rdkit numpy scikit-learn
 echo "[chemprop-setup] ready: $VENV_DIR/bin/chemprop"
