@@ -127,6 +127,7 @@ def micro(model, batch, repeats: int) -> dict[str, tuple[float, float]]:
 
     from molsepnorm.nn.dropout import dropout
     from molsepnorm.nn.embedding import embedding
+    from molsepnorm.nn.encoders import hop_entries
     from molsepnorm.nn.segment import gather_segment_sum
 
     B, N = batch.node_mask.shape
@@ -141,9 +142,7 @@ def micro(model, batch, repeats: int) -> dict[str, tuple[float, float]]:
     K = min(batch.edge_path.size(-1), model.config.multi_hop_max_dist)
     E = batch.edge_attr.size(0)
     table = torch.randn(K * E, H, requires_grad=True)
-    flat = batch.edge_path[..., :K].reshape(-1)
-    entry = (flat >= 0).nonzero().squeeze(1)
-    rows, pairs = flat[entry] + (entry % K) * E, entry // K
+    rows, pairs = hop_entries(batch.edge_path[..., :K], E)
     cases = {
         f"dropout p=0.1 on ({B}, {H}, {N + 1}, {N + 1})": (lambda: dropout(probs, 0.1), lambda: F.dropout(probs, 0.1)),
         f"dropout p=0.1 on ({B}, {N + 1}, {D})": (lambda: dropout(states, 0.1), lambda: F.dropout(states, 0.1)),
@@ -151,7 +150,7 @@ def micro(model, batch, repeats: int) -> dict[str, tuple[float, float]]:
             (lambda: embedding(spd, spatial), lambda: F.embedding(spd, spatial)),
         f"atom embedding ({B}, {N}, {x.size(-1)}) x {tuple(atoms.shape)}":
             (lambda: embedding(x, atoms), lambda: F.embedding(x, atoms)),
-        f"edge-encoding hop sum, {entry.numel()} rows of {tuple(table.shape)} into {B * N * N} pairs":
+        f"edge-encoding hop sum, {rows.numel()} rows of {tuple(table.shape)} into {B * N * N} pairs":
             (lambda: gather_segment_sum(table, rows, pairs, B * N * N),
              lambda: table.new_zeros(B * N * N, H).index_add_(0, pairs, table.index_select(0, rows))),
     }

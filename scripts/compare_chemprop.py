@@ -267,20 +267,28 @@ def score(table: Table, predictions: np.ndarray) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- report
+_VERSIONS = """import importlib.metadata as m, platform, sys
+print(platform.python_version())
+for name in sys.argv[1:]:
+    try:
+        print(m.version(name))
+    except m.PackageNotFoundError:
+        print("absent")"""
+
+
+def installed(python: str, names: list[str]) -> dict[str, str]:
+    """``{"python": ..., name: version or "absent", ...}`` in the environment of ``python``."""
+    text = subprocess.run([python, "-c", _VERSIONS, *names], capture_output=True, text=True).stdout.split()
+    return dict(zip(["python", *names], text))
+
+
 def versions(chemprop: Optional[str], ours_python: str) -> dict[str, str]:
-    text = subprocess.run([ours_python, "-c", "import importlib.metadata as m, importlib.util as u, platform;"
-                           "print(platform.python_version(), m.version('torch'), m.version('molsepnorm'),"
-                           "'present' if u.find_spec('transformers') else 'absent')"],
-                          capture_output=True, text=True).stdout.split()
-    info = dict(zip(["python", "torch", "molsepnorm", "transformers_in_molsepnorm_env"], text))
-    info["molsepnorm_python"] = ours_python
+    ours = installed(ours_python, ["torch", "molsepnorm", "transformers"])
+    info = {"python": ours.get("python", "?"), "torch": ours.get("torch", "?"), "molsepnorm": ours.get("molsepnorm", "?"),
+            "transformers_in_molsepnorm_env": ours.get("transformers", "?"), "molsepnorm_python": ours_python}
     if chemprop:
-        python = str(Path(chemprop).with_name("python"))
-        text = subprocess.run([python, "-c", "import importlib.metadata as m;"
-                               "print(m.version('chemprop'), m.version('torch'), m.version('lightning'))"],
-                              capture_output=True, text=True).stdout.split()
-        if len(text) == 3:
-            info.update({"chemprop": text[0], "chemprop_torch": text[1], "chemprop_lightning": text[2]})
+        peer = installed(str(Path(chemprop).with_name("python")), ["chemprop", "torch", "lightning"])
+        info.update({f"chemprop_{k}" if k != "chemprop" else k: v for k, v in peer.items() if k != "python"})
     return info
 
 

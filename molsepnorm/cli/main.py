@@ -21,21 +21,17 @@ def cli() -> None:
     _freeze_gc_at_exit()
 
 
-_EXIT_HOOK = False
-
-
 def _freeze_gc_at_exit() -> None:
-    """Register :func:`gc.freeze` to run at exit, once per process.
+    """Register :func:`gc.freeze` to run at exit, once per process (registering again
+    replaces the earlier registration).
 
     When the interpreter shuts down, its last garbage collections walk every object that
     PyTorch, PyTorch Geometric and ``torch._dynamo`` created at import: about 0.6 s of
     every command (docs/benchmarks.md), for nothing, as the process ends. A frozen
     collector skips them; memory is still freed by reference counting, and buffered files
     are flushed as before (their owners close them; ``logging`` flushes at exit)."""
-    global _EXIT_HOOK
-    if not _EXIT_HOOK:
-        atexit.register(gc.freeze)
-        _EXIT_HOOK = True
+    atexit.unregister(gc.freeze)
+    atexit.register(gc.freeze)
 
 
 from molsepnorm.cli.analyze import analyze, plot  # noqa: E402

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from molsepnorm.nn.embedding import embedding
 from molsepnorm.nn.segment import gather_segment_sum
 
-__all__ = ["AtomEncoder", "DegreeEncoder", "SpatialEncoder", "EdgePathEncoder", "GraphAttentionBias"]
+__all__ = ["AtomEncoder", "DegreeEncoder", "SpatialEncoder", "EdgePathEncoder", "GraphAttentionBias", "hop_entries"]
 
 
 def _column_offsets(dims: Sequence[int]) -> Tensor:
@@ -95,6 +95,16 @@ class SpatialEncoder(nn.Module):
         return embedding(bucket, self.embedding.weight).permute(0, 3, 1, 2)  # (B, N, N, H) -> (B, H, N, N)
 
 
+def hop_entries(edge_path: Tensor, num_edges: int) -> tuple[Tensor, Tensor]:
+    """The real (pair, hop) entries of ``edge_path`` (B, N, N, K) (-1 = none), for the
+    hop table of :class:`EdgePathEncoder` ((K * E, H), row n * E + e = edge e at hop n):
+    the table row ``n * E + e`` and the pair ``(b * N + i) * N + j`` of each, pairs ascending."""
+    K = edge_path.size(-1)
+    flat = edge_path.reshape(-1)  # (B*N*N*K,), entry p*K + n = hop n of pair p
+    entry = (flat >= 0).nonzero().squeeze(1)  # the real hops only
+    return flat.index_select(0, entry) + (entry % K) * num_edges, entry // K
+
+
 class EdgePathEncoder(nn.Module):
     """Multi-hop edge encoding of Graphormer: (B, N, N, K) edge ids -> (B, H, N, N).
 
@@ -134,10 +144,8 @@ class EdgePathEncoder(nn.Module):
         E, H = edge_attr.size(0), self.num_heads
         edge = embedding(edge_attr + self.offsets, self.embedding.weight).mean(1)  # (E, F_e, H) -> (E, H)
         table = torch.einsum("eh,khg->keg", edge, self.hop_weight[:K]).reshape(K * E, H)  # row n*E+e: x_e W_n
-        flat = edge_path.reshape(-1)  # (B*N*N*K,), entry p*K + n = hop n of pair p
-        entry = (flat >= 0).nonzero().squeeze(1)  # the real hops only
-        rows = flat.index_select(0, entry) + (entry % K) * E
-        summed = gather_segment_sum(table, rows, entry // K, B * N * N)  # (B*N*N, H)
+        rows, pairs = hop_entries(edge_path, E)
+        summed = gather_segment_sum(table, rows, pairs, B * N * N)  # (B*N*N, H)
         length = spd.clamp(1, self.max_hops).unsqueeze(-1).to(summed.dtype)  # (B, N, N, 1)
         return (summed.view(B, N, N, H) / length).permute(0, 3, 1, 2)  # (B, H, N, N)
 

@@ -9,7 +9,7 @@ multi-hop edge encoding (:class:`~molsepnorm.nn.encoders.EdgePathEncoder`) is su
 one segment per atom pair, one gathered row per hop of its shortest path.  On CPU the
 gradient of that expression, ``index_add_`` of M rows into the table, runs as a scalar
 scatter, element by element, and was the largest single operation of a training step on
-small molecules (``scripts/bench_train_epoch.py``; figures in ``docs/benchmarks.md``).
+small molecules (figures in ``docs/benchmarks.md``, "The small-molecule step").
 
 Here the sum is a sparse-dense product instead: a CSR matrix ``A`` (S, R) with a one at
 ``(segment[m], index[m])`` for each m gives ``out = A @ table``, and the gradient of the
@@ -59,16 +59,20 @@ def _argsort(key: Tensor, bound: int) -> Tensor:
     return torch.sort(key, stable=True).indices
 
 
+def _segment_product(table: Tensor, index: Tensor, segment: Tensor, num_segments: int) -> Tensor:
+    """``A @ table``: the forward sum as a CSR product (A: see the module docstring)."""
+    return torch.sparse.mm(_csr(segment, index, num_segments, table.size(0)), table)
+
+
 class _GatherSegmentSum(torch.autograd.Function):
     """out = A @ table; grad_table = A^T @ grad (A: CSR of ones, see the module docstring)."""
 
     @staticmethod
     def forward(ctx: Any, table: Tensor, index: Tensor, segment: Tensor,  # type: ignore[override]
                 num_segments: int) -> Tensor:
-        R = table.size(0)
         ctx.save_for_backward(index, segment)
-        ctx.rows = R
-        return torch.sparse.mm(_csr(segment, index, num_segments, R), table)
+        ctx.rows = table.size(0)
+        return _segment_product(table, index, segment, num_segments)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
@@ -96,4 +100,4 @@ def gather_segment_sum(table: Tensor, index: Tensor, segment: Tensor, num_segmen
         return table.new_zeros(num_segments, table.size(1)).index_add_(0, segment, table.index_select(0, index))
     if table.requires_grad and torch.is_grad_enabled():
         return _GatherSegmentSum.apply(table, index, segment, num_segments)
-    return torch.sparse.mm(_csr(segment, index, num_segments, table.size(0)), table)
+    return _segment_product(table, index, segment, num_segments)

@@ -39,13 +39,10 @@ def test_a_command_freezes_the_collector_at_exit_and_loses_no_output(tmp_path):
     import atexit
     import gc
 
-    import molsepnorm.cli.main as main_module
-
     registered = []
     original = atexit.register
     atexit.register = lambda fn, *a, **k: registered.append(fn) or fn  # type: ignore[assignment]
     try:
-        main_module._EXIT_HOOK = False
         result = CliRunner().invoke(cli, ["models"])
     finally:
         atexit.register = original  # type: ignore[assignment]
