@@ -134,7 +134,7 @@ class Trainer:
         if spec != config.train.init:
             config = copy.deepcopy(config)
             config.train.init = spec  # what the run's config.yaml records
-        config = with_task_defaults(config, splits.task)
+        config = with_task_defaults(config, splits.task, len(splits.train))
         self.config = resolve_config(init_config(config, self.init, splits) if self.init else config, splits)
         self.tc = tc = self.config.train
         self.splits = splits

@@ -25,7 +25,7 @@ def test_defaults_follow_the_graphormer_recipe_with_the_cpu_choices():
     assert tc.adam_betas == (0.9, 0.999)
     # chosen by ablation (docs/accuracy.md)
     assert (tc.lr, tc.warmup_fraction, tc.batch_size, tc.batching, tc.epochs, tc.patience) == \
-        (5e-4, 0.05, 32, "bucket", "auto", "auto")
+        ("auto", 0.05, "auto", "bucket", "auto", "auto")
 
 
 @pytest.mark.parametrize("steps_per_epoch, epochs", [(1, 100), (3, 100), (6, 84), (10, 50), (63, 50), (515, 50)])
@@ -90,7 +90,11 @@ def test_round_trip_through_yaml(tmp_path):
     ({"train": {"monitor": "accuracy"}, "data": {"dataset": "d"}}, "train.monitor"),
     ({"train": {"average_best": 0}, "data": {"dataset": "d"}}, "train.average_best must be a positive integer or 'auto'"),
     ({"train": {"checkpoint_every_seconds": "often"}, "data": {"dataset": "d"}}, "train.checkpoint_every_seconds"),
-    ({"train": {"lr": "fast"}, "data": {"dataset": "d"}}, "train.lr must be a number, got 'fast'"),
+    ({"train": {"lr": "fast"}, "data": {"dataset": "d"}}, "train.lr must be a number > 0 or 'auto', got 'fast'"),
+    ({"train": {"lr": 0}, "data": {"dataset": "d"}}, "train.lr must be a number > 0"),
+    ({"train": {"lr": True}, "data": {"dataset": "d"}}, "train.lr must be a number > 0"),
+    ({"train": {"batch_size": "big"}, "data": {"dataset": "d"}}, "train.batch_size must be a positive integer or 'auto'"),
+    ({"train": {"batch_size": 0}, "data": {"dataset": "d"}}, "train.batch_size must be a positive integer or 'auto'"),
     ({"train": {"weight_decay": True}, "data": {"dataset": "d"}}, "train.weight_decay must be a number"),
     ({"train": {"progress": "no"}, "data": {"dataset": "d"}}, "train.progress must be true or false"),
     ({}, "data.dataset"),
@@ -147,18 +151,42 @@ def test_classification_gets_dropout_and_a_companion_unless_the_config_says_othe
 
     companion = {"companion_bits": 2048, "companion_radius": 2, "companion_blend": "probability"}
     config = load_experiment_config(None, {"data.dataset": "my.csv"})
-    assert with_task_defaults(config, "regression").model == {"companion_bits": 0}
-    binary = with_task_defaults(config, "binary")
+    assert with_task_defaults(config, "regression", 5000).model == {"companion_bits": 0}
+    binary = with_task_defaults(config, "binary", 5000)
     assert binary.model == {**CLASSIFICATION_DROPOUT, **companion} and config.model == {}  # a copy
     assert all(rate == 0.1 for rate in CLASSIFICATION_DROPOUT.values())
     given = load_experiment_config(None, {"data.dataset": "my.csv", "model.activation_dropout": 0.0})
-    assert with_task_defaults(given, "binary").model == {"activation_dropout": 0.0, **companion}
+    assert with_task_defaults(given, "binary", 5000).model == {"activation_dropout": 0.0, **companion}
     off = load_experiment_config(None, {"data.dataset": "my.csv", "train.companion": "none"})
-    assert with_task_defaults(off, "binary").model == {**CLASSIFICATION_DROPOUT, "companion_bits": 0}
+    assert with_task_defaults(off, "binary", 5000).model == {**CLASSIFICATION_DROPOUT, "companion_bits": 0}
     forced = load_experiment_config(None, {"data.dataset": "my.csv", "train.companion": "fingerprint",
                                            "model.companion_bits": 512})
-    assert with_task_defaults(forced, "regression").model == {"companion_bits": 512, "companion_radius": 2,
+    assert with_task_defaults(forced, "regression", 5000).model == {"companion_bits": 512, "companion_radius": 2,
                                                               "companion_blend": "value"}
+
+
+@pytest.mark.parametrize("task, num_train, batch_size, lr", [
+    ("regression", 1, 64, 1e-3), ("regression", 514, 64, 1e-3), ("regression", 1999, 64, 1e-3),
+    ("regression", 2000, 32, 5e-4), ("regression", 32_898, 32, 5e-4), ("binary", 514, 32, 5e-4),
+    ("binary", 32_898, 32, 5e-4),
+])
+def test_auto_batch_size_and_lr_follow_the_task_and_training_set_size(task, num_train, batch_size, lr):
+    from molsepnorm.train.config import with_task_defaults
+
+    config = load_experiment_config(None, {"data.dataset": "my.csv"})
+    resolved = with_task_defaults(config, task, num_train)
+    assert (resolved.train.batch_size, resolved.train.lr) == (batch_size, pytest.approx(lr))
+    assert (config.train.batch_size, config.train.lr) == ("auto", "auto")  # a copy
+
+
+def test_a_given_batch_size_scales_the_auto_lr_and_a_given_lr_is_kept():
+    from molsepnorm.train.config import with_task_defaults
+
+    given_batch = load_experiment_config(None, {"data.dataset": "my.csv", "train.batch_size": 128})
+    assert with_task_defaults(given_batch, "regression", 500).train.lr == pytest.approx(2e-3)
+    given_lr = load_experiment_config(None, {"data.dataset": "my.csv", "train.lr": 3e-4})
+    resolved = with_task_defaults(given_lr, "regression", 500).train
+    assert (resolved.batch_size, resolved.lr) == (64, 3e-4)
 
 
 def test_companion_settings_are_checked():
