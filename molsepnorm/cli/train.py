@@ -87,10 +87,11 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Stop after this many optimizer steps (the schedule decays over them).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="Molecules per batch (per process under DDP; default: auto, 64 for regression on fewer "
-                   "than 2,000 training molecules, else 32).")
+              help="Molecules per batch (per process under DDP; default: auto, 64 for regression on 500 to "
+                   "1,999 training molecules, else 32).")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Peak learning rate (default: auto, 5e-4 per 32 molecules of batch).")
+              help="Peak learning rate (default: auto, 1e-3 for regression, 5e-4 for "
+                   "classification).")
 @click.option("--seed", type=int, default=None, help="Random seed (weights, batches, dropout).")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run directory to create (default: runs/<data set>-<norm>-seed<N>-<time>).")

@@ -166,8 +166,9 @@ def test_classification_gets_dropout_and_a_companion_unless_the_config_says_othe
 
 
 @pytest.mark.parametrize("task, num_train, batch_size, lr", [
-    ("regression", 1, 64, 1e-3), ("regression", 514, 64, 1e-3), ("regression", 1999, 64, 1e-3),
-    ("regression", 2000, 32, 5e-4), ("regression", 32_898, 32, 5e-4), ("binary", 514, 32, 5e-4),
+    ("regression", 1, 32, 1e-3), ("regression", 499, 32, 1e-3), ("regression", 500, 64, 1e-3),
+    ("regression", 514, 64, 1e-3), ("regression", 1999, 64, 1e-3),
+    ("regression", 2000, 32, 1e-3), ("regression", 32_898, 32, 1e-3), ("binary", 514, 32, 5e-4),
     ("binary", 32_898, 32, 5e-4),
 ])
 def test_auto_batch_size_and_lr_follow_the_task_and_training_set_size(task, num_train, batch_size, lr):
@@ -179,13 +180,14 @@ def test_auto_batch_size_and_lr_follow_the_task_and_training_set_size(task, num_
     assert (config.train.batch_size, config.train.lr) == ("auto", "auto")  # a copy
 
 
-def test_a_given_batch_size_scales_the_auto_lr_and_a_given_lr_is_kept():
+def test_a_given_batch_size_or_lr_is_kept_and_the_other_still_resolved():
     from molsepnorm.train.config import with_task_defaults
 
     given_batch = load_experiment_config(None, {"data.dataset": "my.csv", "train.batch_size": 128})
-    assert with_task_defaults(given_batch, "regression", 500).train.lr == pytest.approx(2e-3)
+    resolved = with_task_defaults(given_batch, "regression", 1000).train
+    assert (resolved.batch_size, resolved.lr) == (128, 1e-3)  # the rate does not follow the batch
     given_lr = load_experiment_config(None, {"data.dataset": "my.csv", "train.lr": 3e-4})
-    resolved = with_task_defaults(given_lr, "regression", 500).train
+    resolved = with_task_defaults(given_lr, "regression", 1000).train
     assert (resolved.batch_size, resolved.lr) == (64, 3e-4)
 
 

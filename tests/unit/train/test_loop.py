@@ -220,18 +220,20 @@ def test_the_callers_config_is_not_changed(tpsa_csv, tiny_config):
     assert trainer.config.model["atom_dims"] and "atom_dims" not in config.model
 
 
-def test_auto_batch_size_and_lr_are_resolved_from_the_training_set(tpsa_csv, tiny_config):
+def test_auto_batch_size_and_lr_are_resolved_from_the_training_set(tpsa_csv, write_tpsa_csv, tiny_config, tmp_path):
     import math
 
-    config = tiny_config(tpsa_csv, epochs=1, batch_size="auto", lr="auto")
+    config = tiny_config(write_tpsa_csv(tmp_path / "tpsa700.csv", n=700), epochs=1, batch_size="auto", lr="auto")
     trainer = Trainer(config, splits := _splits(config))
-    assert len(splits.train) < 2000 and splits.task == "regression"
+    assert 500 <= len(splits.train) < 2000 and splits.task == "regression"
     assert (trainer.tc.batch_size, trainer.tc.lr) == (64, pytest.approx(1e-3))  # a small regression set
     assert trainer.steps_per_epoch == math.ceil(len(splits.train) / 64)  # random batches of 64
     assert trainer.optimizer.param_groups[0]["initial_lr"] == pytest.approx(1e-3)
     assert config.train.batch_size == "auto"  # the caller's config is not changed
-    given = Trainer(c := tiny_config(tpsa_csv, epochs=1, batch_size=32, lr="auto"), _splits(c))
-    assert (given.tc.batch_size, given.tc.lr) == (32, pytest.approx(5e-4))
+    tiny = Trainer(c := tiny_config(tpsa_csv, epochs=1, batch_size="auto", lr="auto"), tiny_splits := _splits(c))
+    assert len(tiny_splits.train) < 500 and (tiny.tc.batch_size, tiny.tc.lr) == (32, pytest.approx(1e-3))
+    given = Trainer(c := tiny_config(tpsa_csv, epochs=1, batch_size=64, lr="auto"), _splits(c))
+    assert (given.tc.batch_size, given.tc.lr) == (64, pytest.approx(1e-3))
 
 
 def test_training_reads_no_private_pyg_attribute():
