@@ -100,9 +100,10 @@ def auto_batch_size(task: str, num_train: int) -> int:
     less time to the same test error; on a set of thousands the smaller batch's extra
     steps still lower the error. Below 500 molecules :func:`auto_epochs`' floor of
     :data:`AUTO_MIN_STEPS` steps sets the run's length at either batch size, so 64 saves no
-    time there (on 399 molecules of nci-tpsa it took as long and erred more). Classification keeps 32 graphs: on a small set there, 64
-    lowered the test ROC-AUC and saved little time, as its runs stop early (docs/accuracy.md,
-    "Batches of 64 on small sets")."""
+    time there (on 399 molecules of nci-tpsa it took as long and erred more).
+    Classification keeps 32 graphs: on a small set there, 64 lowered the test ROC-AUC and
+    saved little time, as its runs stop early (docs/accuracy.md, "Batches and learning
+    rate for regression")."""
     low, high = SMALL_SET_MOLECULES
     small = task == "regression" and low <= num_train < high
     return SMALL_SET_BATCH_SIZE if small else AUTO_BATCH_SIZE
@@ -113,8 +114,8 @@ def auto_lr(task: str) -> float:
 
     Fine-tuned from the bundled encoder, regression gained from 1e-3 over 5e-4 at either
     batch size (nci-tpsa, Crippen logP; FreeSolv and solubility at 64 graphs), and it lets
-    an additive property reach chemprop's error in the same time (docs/accuracy.md, "A
-    higher rate for regression"); classification keeps the 5e-4 its defaults were
+    an additive property reach chemprop's error in less time (docs/accuracy.md, "Batches
+    and learning rate for regression"); classification keeps the 5e-4 its defaults were
     measured with on molhiv."""
     return AUTO_LR[task]
 
