@@ -274,18 +274,9 @@ class TrainConfig:
         """Raise :class:`ConfigError` naming the first invalid value."""
         if self.epochs is None and self.max_steps is None:
             raise ConfigError("train: give epochs or max_steps (or both)")
-        if self.epochs != "auto":
-            try:
-                check_positive("train.epochs", self.epochs, allow_none=True)
-            except ConfigError:
-                raise ConfigError(f"train.epochs must be a positive integer or 'auto', got {self.epochs!r}") from None
+        check_positive_or_auto("train.epochs", self.epochs, allow_none=True)
         check_positive("train.max_steps", self.max_steps, allow_none=True)
-        if self.batch_size != "auto":
-            try:
-                check_positive("train.batch_size", self.batch_size)
-            except ConfigError:
-                raise ConfigError(f"train.batch_size must be a positive integer or 'auto', "
-                                  f"got {self.batch_size!r}") from None
+        check_positive_or_auto("train.batch_size", self.batch_size)
         lr = self.lr
         if lr != "auto" and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0):
             raise ConfigError(f"train.lr must be a number > 0 or 'auto', got {lr!r}")
@@ -305,12 +296,7 @@ class TrainConfig:
         check_positive("train.max_skipped_batches", self.max_skipped_batches)
         check_choice("train.on_nonfinite", self.on_nonfinite, NONFINITE)
         check_choice("train.monitor", self.monitor, MONITORS)
-        if self.average_best != "auto":
-            try:
-                check_positive("train.average_best", self.average_best)
-            except ConfigError:
-                raise ConfigError(f"train.average_best must be a positive integer or 'auto', "
-                                  f"got {self.average_best!r}") from None
+        check_positive_or_auto("train.average_best", self.average_best)
         check_choice("train.companion", self.companion, COMPANIONS)
         weight = self.companion_weight
         if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not 0 < weight <= 1:
@@ -526,6 +512,16 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     """Raise :class:`ConfigError` naming the key and the allowed values unless ``value`` is one."""
     if value not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+def check_positive_or_auto(name: str, value: Union[int, str, None], allow_none: bool = False) -> None:
+    """Like :func:`check_positive`, also accepting ``"auto"``; the error says both."""
+    if value == "auto":
+        return
+    try:
+        check_positive(name, value, allow_none=allow_none)
+    except ConfigError:
+        raise ConfigError(f"{name} must be a positive integer or 'auto', got {value!r}") from None
 
 
 def check_optimization(section: str, options: Any) -> None:
