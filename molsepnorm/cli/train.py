@@ -112,10 +112,12 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               help="best.pt averages the weights of the K epochs with the best validation metric (a checkpoint "
                    "soup); 1: the best epoch's weights. Default: 5 for classification, 1 for regression.")
 @click.option("--companion", type=LibraryChoice("molsepnorm.train.config:COMPANIONS"), default=None,
-              help="Blend the Graphormer with a linear model on substructure counts (ECFP-like), fitted on the "
-                   "training molecules after training: fingerprint, none, or auto (default: for classification).")
+              help="Blend the Graphormer with a linear model on substructure counts, fitted on the training "
+                   "molecules after training (ECFP-like for classification, a group-contribution model for "
+                   "regression): fingerprint, none, or auto (default: fingerprint).")
 @click.option("--companion-weight", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
-              metavar="W", help="The blend's weight on the fingerprint model (default 0.5).")
+              metavar="W", help="The blend's weight on the fingerprint model (default: 0.5 for classification; "
+                                "for regression chosen per target on the validation split, 0 when it does not help).")
 @click.option("--ema", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="DECAY", help="Evaluate and save a moving average of the weights with this decay, e.g. 0.999.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
@@ -196,6 +198,7 @@ def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
 
 def _print_summary(result: Any) -> None:
     from molsepnorm.inference.metrics import summary_table
+    from molsepnorm.train.companion import format_weights
 
     click.echo(summary_table({"val": result.val, "test": result.test}))
     best = f"best epoch {result.best_epoch}" if result.best_epoch is not None else "no best epoch"
@@ -206,8 +209,12 @@ def _print_summary(result: Any) -> None:
                f"{result.seconds:.0f} s){where}")
     if result.companion:
         scores, metric = result.companion["scores"], next(iter(result.val), None)
-        if metric is not None:
-            click.echo(f"best.pt blends the Graphormer with a fingerprint model (weight {result.companion['weight']:g}); "
+        weights = result.companion["weights"]
+        if metric is not None and not any(weights.values()):
+            click.echo(f"best.pt is the Graphormer alone: the fingerprint model did not improve validation "
+                       f"{metric} ({scores['fingerprint']['val'][metric]:.4f} alone)")
+        elif metric is not None:
+            click.echo(f"best.pt blends the Graphormer with a fingerprint model (weight {format_weights(weights)}); "
                        f"validation {metric}: Graphormer {scores['graphormer']['val'][metric]:.4f}, fingerprint model "
                        f"{scores['fingerprint']['val'][metric]:.4f}, blend {result.val[metric]:.4f}")
 

@@ -6,13 +6,16 @@ Inf. Model. 2010): every atom's identifier at radius 0 is a hash of its feature 
 at radius r it is a hash of its radius r-1 identifier and the multiset of its neighbours'
 radius r-1 identifiers, each paired with the bond's feature columns. Every identifier of
 radius 0..R of every atom is counted in one of ``bits`` buckets (``id mod bits``), and the
-model reads ``log(1 + count)``. The hash is computed here, in integer tensor operations on
+model reads ``log(1 + count)`` (``counts="log"``) or the counts themselves (``"raw"``). On raw
+counts of radius 0..1 the linear model is a group-contribution model (the property as a sum of
+the contributions of every atom's environment, as Crippen's logP or Ertl's TPSA are defined:
+Wildman & Crippen, J. Chem. Inf. Comput. Sci. 1999). The hash is computed here, in integer tensor operations on
 the padded batch the Graphormer reads (its atom and bond feature columns), so every data
 source and ``predict`` have it without a second featurizer.
 
 The linear model is fitted once, after the Graphormer has trained, on the training split
 (:mod:`molsepnorm.train.companion`): logistic regression for binary targets, ridge
-regression for regression targets. The blend averages the two models' probabilities
+regression (the group-contribution model) for regression targets. The blend averages the two models' probabilities
 (binary) or standardized values (regression) with weight ``w`` on the fingerprint model,
 an ensemble of two models with different inductive biases: the substructure counts that a
 random forest or chemprop's bond messages read directly (docs/accuracy.md, "A fingerprint
@@ -34,6 +37,7 @@ _NEIGHBOUR_SALT = 1_000_003
 _RADIUS_SALT = 999_983
 
 BLENDS = ("probability", "value")
+COUNTS = ("log", "raw")  # what the linear model reads: log(1 + count) or the counts
 
 
 def _mix(t: Tensor) -> Tensor:
@@ -95,13 +99,17 @@ class FingerprintCompanion(nn.Module):
         num_tasks: T, outputs.
         blend: ``"probability"`` (binary targets: outputs are logits, the probabilities are
             averaged and turned back into a logit) or ``"value"`` (regression: the outputs are averaged).
+        counts: ``"log"``: the model reads ``log(1 + count)``; ``"raw"``: the counts (additive
+            in the molecule's substructures).
     """
 
-    def __init__(self, bits: int, radius: int, num_tasks: int, blend: str) -> None:
+    def __init__(self, bits: int, radius: int, num_tasks: int, blend: str, counts: str = "log") -> None:
         super().__init__()
         if blend not in BLENDS:
             raise ValueError(f"blend must be one of {BLENDS}, got {blend!r}")
-        self.bits, self.radius, self.blend = bits, radius, blend
+        if counts not in COUNTS:
+            raise ValueError(f"counts must be one of {COUNTS}, got {counts!r}")
+        self.bits, self.radius, self.blend, self.counts = bits, radius, blend, counts
         self.register_buffer("coef", torch.zeros(bits, num_tasks))  # (bits, T)
         self.register_buffer("intercept", torch.zeros(num_tasks))  # (T,)
         self.register_buffer("weight", torch.zeros(num_tasks))  # (T,) blend weight on the companion
@@ -126,8 +134,9 @@ class FingerprintCompanion(nn.Module):
         return bool((self.weight != 0).any())
 
     def features(self, batch) -> Tensor:
-        """(B, bits): ``log(1 + counts)``."""
-        return torch.log1p(substructure_counts(batch, self.bits, self.radius))
+        """(B, bits): ``log(1 + counts)`` or the counts (``self.counts``)."""
+        counts = substructure_counts(batch, self.bits, self.radius)
+        return torch.log1p(counts) if self.counts == "log" else counts
 
     def predict(self, batch) -> Tensor:
         """(B, T): the companion's own outputs (logits or standardized values)."""

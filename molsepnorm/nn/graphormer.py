@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from molsepnorm.nn.attention import ATTENTION_IMPLS, BiasedSelfAttention
 from molsepnorm.nn.dropout import dropout
 from molsepnorm.nn.encoders import AtomEncoder, DegreeEncoder, GraphAttentionBias
-from molsepnorm.nn.fingerprint import BLENDS, FingerprintCompanion
+from molsepnorm.nn.fingerprint import BLENDS, COUNTS, FingerprintCompanion
 from molsepnorm.nn.norm import NORM_KINDS, SepNorm, ShareNorm
 
 if TYPE_CHECKING:  # the model reads a batch; it need not import the data package
@@ -95,6 +95,7 @@ class GraphormerConfig:
     companion_bits: int = 0
     companion_radius: int = 2
     companion_blend: str = "probability"  # "probability" (binary targets) | "value" (regression)
+    companion_counts: str = "log"  # what its linear model reads: "log" (log(1 + count)) | "raw" (the counts)
 
     def __post_init__(self) -> None:
         from molsepnorm.chem import VOCABS, vocab_sizes
@@ -131,6 +132,8 @@ class GraphormerConfig:
                              f"{self.companion_radius}")
         if self.companion_blend not in BLENDS:
             raise ValueError(f"companion_blend must be one of {BLENDS}, got {self.companion_blend!r}")
+        if self.companion_counts not in COUNTS:
+            raise ValueError(f"companion_counts must be one of {COUNTS}, got {self.companion_counts!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (vocabulary sizes resolved) that :meth:`from_dict` turns back into this config."""
@@ -241,8 +244,10 @@ class Graphormer(nn.Module):
         self.layers = nn.ModuleList(GraphormerLayer(config, first=i == 0) for i in range(config.num_layers))
         self.final_norm = make_norm(config) if config.pre_ln else None
         self.head = nn.Linear(D if config.readout == "cls" else 2 * D, config.num_tasks)
-        self.companion = FingerprintCompanion(config.companion_bits, config.companion_radius, config.num_tasks,
-                                              config.companion_blend) if config.companion_bits else None
+        self.companion = None
+        if config.companion_bits:
+            self.companion = FingerprintCompanion(config.companion_bits, config.companion_radius, config.num_tasks,
+                                                  config.companion_blend, config.companion_counts)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -1,23 +1,29 @@
 """Fitting the fingerprint companion of a trained Graphormer (:mod:`molsepnorm.nn.fingerprint`).
 
-``train.companion`` chooses it: ``"auto"`` (the default) fits one for binary targets and
-none for regression; ``"fingerprint"`` fits one for either; ``"none"`` never. When the
-Graphormer has trained, :func:`fit_companion` reads the hashed substructure counts of
-every training molecule, fits an L2-regularized linear model on them per target
-(scikit-learn: logistic regression for binary targets, ridge regression on the
-standardized targets for regression), and sets the blend weight ``train.companion_weight``.
-Validation plays no part in the fit, so the validation split still judges the result.
+``train.companion`` chooses it: ``"auto"`` (the default) and ``"fingerprint"`` fit one;
+``"none"`` never. When the Graphormer has trained, :func:`fit_companion` reads the hashed
+substructure counts of every training molecule and fits an L2-regularized linear model on
+them per target (scikit-learn), of a kind that depends on the task:
 
-The penalty is :data:`COMPANION_L2` per training molecule (logistic regression's
-``C = 1 / (l2 n)``, ridge's ``alpha = l2 n``), so a data set of a thousand molecules is
-regularized as strongly, per molecule, as one of thirty thousand.
+* binary targets: logistic regression on ``log(1 + count)`` of substructures of radius
+  0..2 (ECFP4-like, 2,048 buckets), penalty :data:`COMPANION_L2` per training molecule
+  (``C = 1 / (l2 n)``), blended with weight 0.5;
+* regression: a group-contribution model, ridge regression on the raw counts of every
+  atom's environment of radius 0 and 1 (16,384 buckets) with a light penalty
+  (:data:`GROUP_L2` per molecule, ``alpha = l2 n``) on the standardized targets. Its blend
+  weight is chosen per target on the validation split (:func:`choose_weights`): on a
+  property that is a sum of atom contributions it wins (Crippen logP), on others the
+  validation split usually keeps the Graphormer alone (docs/accuracy.md, "A group-contribution companion").
+
+The fit reads the training split only; the validation split chooses a regression
+blend's weight, as it chooses the epoch; the test split plays no part.
 """
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -25,49 +31,66 @@ import torch
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.nn.fingerprint import FingerprintCompanion, substructure_counts
 from molsepnorm.train.config import COMPANIONS
+
 from molsepnorm.train.logs import LOGGER_NAME
 
 log = logging.getLogger(LOGGER_NAME)
 
-COMPANION_BITS = 2048  # hashed buckets, as RDKit's default Morgan fingerprint
+COMPANION_BITS = 2048  # binary targets: hashed buckets, as RDKit's default Morgan fingerprint
 COMPANION_RADIUS = 2  # substructures of radius 0..2 (ECFP4)
 COMPANION_L2 = 0.003  # L2 penalty per training molecule (docs/accuracy.md, "A fingerprint companion")
+COMPANION_WEIGHT = 0.5  # binary targets: the blend weight of train.companion_weight "auto"
+GROUP_BITS = 16_384  # regression: buckets; the radius-1 environments of a data set seldom collide in them
+GROUP_RADIUS = 1  # every atom alone and with its neighbours: the atom types of group-contribution methods
+GROUP_L2 = 1e-5  # L2 penalty per training molecule: light, the counts are few and exact
+#: the blend weights :func:`choose_weights` tries for a regression target
+BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: a weight above 0 must improve the validation metric by this fraction of its value without
+#: the companion; a smaller difference is within a validation split's noise
+MIN_VALIDATION_GAIN = 0.02
 
 
 def resolve_companion(companion: str, task: str) -> str:
-    """``"fingerprint"`` or ``"none"``: ``"auto"`` fits a companion for binary targets only.
+    """``"fingerprint"`` or ``"none"``: ``"auto"`` fits a companion for every task.
 
     On molhiv (scaffold split) the even blend was ahead of the Graphormer alone on every
-    seed, and on the small classification set level with it; regression is unmeasured
-    with it and keeps the Graphormer alone (docs/accuracy.md, "A fingerprint companion")."""
+    seed, and on the small classification set level with it (docs/accuracy.md, "A
+    fingerprint companion"); a regression companion's weight is chosen on validation, so
+    where it does not help the Graphormer predicts alone."""
     if companion not in COMPANIONS:
         raise MolsepnormError(f"train.companion must be one of {COMPANIONS}, got {companion!r}")
-    if companion == "auto":
-        return "fingerprint" if task == "binary" else "none"
-    return companion
+    return "fingerprint" if companion == "auto" else companion
 
 
 def companion_model_keys(companion: str, task: str) -> dict[str, Any]:
     """The model-section keys (:class:`~molsepnorm.nn.graphormer.GraphormerConfig`) of a resolved companion."""
     if companion == "none":
         return {"companion_bits": 0}
-    return {"companion_bits": COMPANION_BITS, "companion_radius": COMPANION_RADIUS,
-            "companion_blend": "probability" if task == "binary" else "value"}
+    if task == "binary":
+        return {"companion_bits": COMPANION_BITS, "companion_radius": COMPANION_RADIUS,
+                "companion_blend": "probability", "companion_counts": "log"}
+    return {"companion_bits": GROUP_BITS, "companion_radius": GROUP_RADIUS, "companion_blend": "value",
+            "companion_counts": "raw"}
 
 
 @dataclass
 class CompanionFit:
-    """What :func:`fit_companion` did: per target, whether it was fitted (a binary target
-    needs both classes among its training labels), and the time taken."""
+    """What :func:`fit_companion` (and :func:`choose_weights`) did: per target, whether it
+    was fitted (a binary target needs both classes among its training labels) and its blend
+    weight, and the time taken."""
 
     kind: str
-    weight: float
+    weight: Union[float, str]  # what was asked: a number, or "auto"
     bits: int
     radius: int
+    counts: str
     l2: float
     molecules: int
     fitted: dict[str, bool]
     seconds: float
+    weights: dict[str, float] = field(default_factory=dict)  # per target: the blend weight best.pt uses
+    # per target, with weight "auto" on regression: the validation metric of every weight tried
+    validation: dict[str, dict[str, float]] = field(default_factory=dict)
     scores: dict[str, Any] = field(default_factory=dict)  # filled by the trainer: each model's val / test metrics
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,9 +98,10 @@ class CompanionFit:
 
 
 def substructure_features(graphs: Sequence[Any], sizes: Sequence[int], bits: int, radius: int,
-                          batch_size: int = 256) -> tuple[Any, np.ndarray]:
-    """``log(1 + counts)`` of every graph as a sparse ``(M, bits)`` CSR matrix (input
-    order), and the graphs' targets ``(M, T)`` (NaN where missing)."""
+                          batch_size: int = 256, counts: str = "log") -> tuple[Any, np.ndarray]:
+    """``log(1 + counts)`` (``counts="log"``) or the counts (``"raw"``) of every graph as a
+    sparse ``(M, bits)`` CSR matrix (input order), and the graphs' targets ``(M, T)`` (NaN
+    where missing)."""
     from scipy import sparse
     from torch.utils.data import DataLoader
 
@@ -91,11 +115,12 @@ def substructure_features(graphs: Sequence[Any], sizes: Sequence[int], bits: int
     offset = 0
     with torch.inference_mode():
         for idx, batch in zip(batches, loader):
-            counts = substructure_counts(batch, bits, radius)  # (B, bits)
-            r, c = counts.nonzero(as_tuple=True)
+            found = substructure_counts(batch, bits, radius)  # (B, bits)
+            r, c = found.nonzero(as_tuple=True)
             rows.append(r.numpy() + offset)
             cols.append(c.numpy())
-            vals.append(torch.log1p(counts[r, c]).numpy())
+            values = found[r, c]
+            vals.append((torch.log1p(values) if counts == "log" else values).numpy())
             offset += len(idx)
             order.extend(idx)
             if batch.y is None:
@@ -109,8 +134,8 @@ def substructure_features(graphs: Sequence[Any], sizes: Sequence[int], bits: int
 
 
 def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence[int], task: str,
-                  target_names: Sequence[str], weight: float = 0.5, scaler: Optional[Any] = None,
-                  l2: float = COMPANION_L2) -> CompanionFit:
+                  target_names: Sequence[str], weight: Union[float, str] = "auto", scaler: Optional[Any] = None,
+                  l2: Optional[float] = None) -> CompanionFit:
     """Fit ``companion``'s coefficients on the training ``graphs`` and set its blend weight.
 
     Args:
@@ -118,16 +143,25 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         graphs: the training split (graphs with targets ``y``); ``sizes`` their atom counts.
         task: ``"binary"`` or ``"regression"``.
         target_names: one per target, for the log and :class:`CompanionFit`.
-        weight: the blend weight on the companion, in (0, 1].
+        weight: the blend weight on the companion, in (0, 1], or ``"auto"``:
+            :data:`COMPANION_WEIGHT` for binary targets; for regression 0 (the Graphormer
+            alone) until :func:`choose_weights` chooses it on validation.
         scaler: the run's target standardization (regression), or None.
-        l2: the L2 penalty per training molecule.
+        l2: the L2 penalty per training molecule (default :data:`COMPANION_L2` for binary
+            targets, :data:`GROUP_L2` for regression).
     """
     from sklearn.linear_model import LogisticRegression, Ridge
 
-    if not 0 < weight <= 1:
-        raise MolsepnormError(f"train.companion_weight must be in (0, 1], got {weight}")
+    if weight != "auto" and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1):
+        raise MolsepnormError(f"train.companion_weight must be in (0, 1] or 'auto', got {weight!r}")
+    if weight == "auto":
+        blend = COMPANION_WEIGHT if task == "binary" else 0.0
+    else:
+        blend = float(weight)
+    if l2 is None:
+        l2 = COMPANION_L2 if task == "binary" else GROUP_L2
     start = time.perf_counter()
-    X, y = substructure_features(graphs, sizes, companion.bits, companion.radius)
+    X, y = substructure_features(graphs, sizes, companion.bits, companion.radius, counts=companion.counts)
     if task == "regression" and scaler is not None:
         y = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
     fitted: dict[str, bool] = {}
@@ -150,10 +184,54 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
             coef, intercept = model.coef_, float(model.intercept_)
         companion.coef[:, t] = torch.as_tensor(coef, dtype=companion.coef.dtype, device=device)
         companion.intercept[t] = intercept
-        companion.weight[t] = weight
+        companion.weight[t] = blend
         fitted[name] = True
-    return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=companion.radius, l2=l2,
-                        molecules=X.shape[0], fitted=fitted, seconds=time.perf_counter() - start)
+    weights = {name: float(companion.weight[t]) for t, name in enumerate(target_names)}
+    return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=companion.radius,
+                        counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
+                        seconds=time.perf_counter() - start, weights=weights)
+
+
+def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
+                   predict: Callable[[], tuple[np.ndarray, np.ndarray]], task: str, metric: str) -> None:
+    """Set each fitted target's blend weight to the one of :data:`BLEND_WEIGHTS` with the best
+    validation ``metric``, and record it in ``fit`` (``weights``, ``validation``).
+
+    A weight above 0 is kept only when it improves the metric by at least
+    :data:`MIN_VALIDATION_GAIN` of its value with the Graphormer alone; otherwise that target
+    is predicted by the Graphormer alone. ``predict() -> (targets, predictions)`` (N, T) runs
+    the model on the validation split (it is called twice: companion weight 0, then 1; the
+    blend of any other weight is their weighted mean, in standardized or original units alike).
+    """
+    from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics
+
+    higher = HIGHER_IS_BETTER[metric]
+    fitted = [t for t, name in enumerate(fit.fitted) if fit.fitted[name]]
+    companion.weight.zero_()
+    y, alone = predict()
+    companion.weight[fitted] = 1.0
+    _, own = predict()
+    companion.weight.zero_()
+    for t, name in enumerate(fit.fitted):
+        if t not in fitted:
+            continue
+        scores = {w: compute_metrics(task, y[:, t:t + 1], (1 - w) * alone[:, t:t + 1] + w * own[:, t:t + 1],
+                                     [name])[metric] for w in BLEND_WEIGHTS}
+        base = scores[0.0]
+        best = max(scores, key=lambda w: scores[w] if higher else -scores[w])
+        gain = (scores[best] - base if higher else base - scores[best]) / max(abs(base), 1e-12)
+        chosen = best if gain >= MIN_VALIDATION_GAIN else 0.0
+        companion.weight[t] = chosen
+        fit.weights[name] = chosen
+        fit.validation[name] = {f"{w:g}": float(score) for w, score in scores.items()}
+
+
+def format_weights(weights: dict[str, float]) -> str:
+    """``"0.5"`` when every target has the same blend weight, else ``"a 0.5, b 0"``."""
+    values = set(weights.values())
+    if len(values) == 1:
+        return f"{values.pop():g}"
+    return ", ".join(f"{name} {w:g}" for name, w in weights.items())
 
 
 def component_scores(companion: FingerprintCompanion, evaluate: Any) -> dict[str, dict[str, dict[str, float]]]:
@@ -171,19 +249,21 @@ def component_scores(companion: FingerprintCompanion, evaluate: Any) -> dict[str
     return scores
 
 
-def add_companion(model: Any, out: Any, weight: float = 0.5, data_root: Optional[Any] = None) -> CompanionFit:
+def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
+                  data_root: Optional[Any] = None) -> CompanionFit:
     """Fit a fingerprint companion onto a trained model and write the blended model to ``out``.
 
     For a model trained without one (before ``train.companion`` existed, or with
     ``companion: none``): the companion is fitted on the training split of the model's own
     data set (the training run's loading options, hence the same split), as a training run
-    fits it, and the new checkpoint's metrics are the blend's on validation and test. A
-    companion the model already has is refitted.
+    fits it (a regression blend's weight chosen on validation), and the new checkpoint's
+    metrics are the blend's on validation and test. A companion the model already has is
+    refitted, as today's training would fit it.
 
     Args:
         model: a ``best.pt`` file or a bundled model name.
         out: where to write the new checkpoint (not ``model`` itself).
-        weight: the blend weight on the companion, in (0, 1].
+        weight: the blend weight on the companion, in (0, 1], or ``"auto"`` (as ``train.companion_weight``).
         data_root: folder of the raw data sets (default as ``molsepnorm evaluate``).
 
     Returns:
@@ -207,12 +287,20 @@ def add_companion(model: Any, out: Any, weight: float = 0.5, data_root: Optional
     train, splits = checkpoint_data(checkpoint, split="train", data_root=data_root)
     config = {**checkpoint.model_config, **companion_model_keys("fingerprint", task.type)}
     net = Graphormer(GraphormerConfig.from_dict(config))
-    net.load_state_dict(checkpoint.state_dict)  # weights without a companion load as an unfitted one
+    # weights without a companion load as an unfitted one; one the model has is refitted
+    net.load_state_dict({k: v for k, v in checkpoint.state_dict.items() if not k.startswith("companion.")})
     net.eval()
     assert net.companion is not None
     fit = fit_companion(net.companion, train, num_atoms(train), task.type, task.target_names, weight=weight,
                         scaler=checkpoint.target_scaling)
     runner = Runner(net, task.type, checkpoint.target_scaling)
+
+    def predict_val() -> tuple[np.ndarray, np.ndarray]:
+        result = run([runner], splits["val"])
+        return result.targets, result.values[0]
+
+    if task.type == "regression" and weight == "auto":
+        choose_weights(net.companion, fit, predict_val, task.type, task.metric)
 
     def evaluate(part: str) -> dict[str, float]:
         result = run([runner], splits[part])

@@ -247,10 +247,10 @@ class TrainConfig:
     # (molsepnorm.train.soup); "auto": CLASSIFICATION_AVERAGE_BEST for classification, 1 for regression
     average_best: Union[int, str] = "auto"
     # a linear model on substructure counts fitted after training and blended with the Graphormer
-    # (molsepnorm.train.companion): "auto" (binary targets only) | "fingerprint" | "none"; the blend
-    # weight on it, in (0, 1]
+    # (molsepnorm.train.companion): "auto" (= "fingerprint") | "fingerprint" | "none"; the blend weight
+    # on it, in (0, 1], or "auto": 0.5 for binary targets, chosen per target on validation for regression
     companion: str = "auto"
-    companion_weight: float = 0.5
+    companion_weight: Union[float, str] = "auto"
     # early stopping: a number of epochs without a better validation metric; "auto":
     # AUTO_PATIENCE_FRACTION of the epochs (at least AUTO_PATIENCE_MIN); "off" or None: never
     patience: Union[int, str, None] = "auto"
@@ -299,8 +299,9 @@ class TrainConfig:
         check_positive_or_auto("train.average_best", self.average_best)
         check_choice("train.companion", self.companion, COMPANIONS)
         weight = self.companion_weight
-        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not 0 < weight <= 1:
-            raise ConfigError(f"train.companion_weight must be a number in (0, 1], got {weight!r}")
+        if weight != "auto" and (not isinstance(weight, (int, float)) or isinstance(weight, bool)
+                                 or not 0 < weight <= 1):
+            raise ConfigError(f"train.companion_weight must be a number in (0, 1] or 'auto', got {weight!r}")
         if self.warmup_steps is not None and self.warmup_steps < 0:
             raise ConfigError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.ema_decay is not None and not 0 < self.ema_decay < 1:

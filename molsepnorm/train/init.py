@@ -40,7 +40,7 @@ log = logging.getLogger(LOGGER_NAME)
 #: Model keys a fine-tuning takes from its own config (default: the init checkpoint's):
 #: regularization, and the head (which is new unless the task and targets match).
 OWN_KEYS = ("dropout", "attention_dropout", "activation_dropout", "readout", "num_tasks", "companion_bits",
-            "companion_radius", "companion_blend")
+            "companion_radius", "companion_blend", "companion_counts")
 HEAD = "head."  # the task head's parameters in a Graphormer state dict
 COMPANION = "companion."  # the fingerprint companion's buffers: refitted by every run, never loaded
 AUTO, NONE = "auto", "none"  # train.init: the default encoder if it fits; from scratch

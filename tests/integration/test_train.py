@@ -49,7 +49,10 @@ def test_regression_run_writes_a_complete_run_directory(tmp_path, write_tpsa_csv
     results = json.loads((run / "results.json").read_text())
     assert results["test"] == pytest.approx(result.test)
     assert results["best_epoch"] == result.best_epoch
-    assert result.val["mae"] == min(r["val_mae"] for r in rows)
+    # best.pt is the best epoch's Graphormer, blended with the group-contribution model where that helped
+    graphormer = result.companion["scores"]["graphormer"]["val"]["mae"]
+    assert graphormer == pytest.approx(min(r["val_mae"] for r in rows), rel=1e-5)
+    assert result.val["mae"] <= graphormer
 
 
 def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path, write_tpsa_csv):
@@ -101,7 +104,8 @@ def test_a_classification_run_blends_a_fitted_fingerprint_companion_into_best_pt
     result = train(tiny(csv, epochs=2), out=run, console=False)
     results = json.loads((run / "results.json").read_text())
     companion = results["companion"]
-    assert companion["fitted"] == {"polar": True} and companion["weight"] == 0.5 and companion["molecules"] == 240
+    assert companion["fitted"] == {"polar": True} and companion["molecules"] == 240
+    assert (companion["weight"], companion["weights"], companion["counts"]) == ("auto", {"polar": 0.5}, "log")
     assert set(companion["scores"]) == {"graphormer", "fingerprint"}
     assert result.companion == companion == Checkpoint.load(run / "best.pt").metrics["companion"]
     ckpt = Checkpoint.load(run / "best.pt")
@@ -117,14 +121,37 @@ def test_a_classification_run_blends_a_fitted_fingerprint_companion_into_best_pt
     assert again.companion["fitted"] == {"polar": True}
 
 
-def test_companion_none_and_regression_runs_have_no_companion(tmp_path, write_tpsa_csv):
-    binary = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
-    off = train(tiny(binary, epochs=1, companion="none"), out=tmp_path / "off", console=False)
-    regression = train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1), out=tmp_path / "reg", console=False)
-    for result in (off, regression):
+def test_companion_none_runs_have_no_companion(tmp_path, write_tpsa_csv):
+    for task, csv in (("binary", write_tpsa_csv(tmp_path / "polar300.csv", binary=True)),
+                      ("regression", write_tpsa_csv(tmp_path / "tpsa300.csv"))):
+        result = train(tiny(csv, epochs=1, companion="none"), out=tmp_path / task, console=False)
         assert result.companion is None and "companion" not in json.loads((result.run_dir / "results.json").read_text())
         ckpt = Checkpoint.load(result.run_dir / "best.pt")
         assert ckpt.model_config["companion_bits"] == 0 and not any(k.startswith("companion.") for k in ckpt.state_dict)
+
+
+def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp_path, write_tpsa_csv):
+    from molsepnorm.inference.evaluate import evaluate_checkpoint
+    from molsepnorm.train.companion import BLEND_WEIGHTS, MIN_VALIDATION_GAIN
+
+    run = tmp_path / "reg"
+    result = train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1), out=run, console=False)
+    companion = result.companion
+    assert companion == json.loads((run / "results.json").read_text())["companion"]
+    assert (companion["weight"], companion["counts"], companion["radius"]) == ("auto", "raw", 1)
+    assert companion["fitted"] == {"tpsa": True} and companion["molecules"] == 240
+    scores = {float(w): mae for w, mae in companion["validation"]["tpsa"].items()}
+    assert sorted(scores) == list(BLEND_WEIGHTS)
+    chosen = companion["weights"]["tpsa"]
+    best = min(scores, key=scores.get)
+    # one epoch of a tiny Graphormer: TPSA's group contributions beat it by far on validation
+    assert best > 0 and scores[best] < (1 - MIN_VALIDATION_GAIN) * scores[0.0] and chosen == best
+    assert result.val["mae"] == pytest.approx(scores[chosen], rel=1e-5)
+    assert companion["scores"]["graphormer"]["val"]["mae"] == pytest.approx(scores[0.0], rel=1e-5)
+    ckpt = Checkpoint.load(run / "best.pt")
+    assert ckpt.model_config["companion_counts"] == "raw" and ckpt.metrics["companion"]["weights"] == {"tpsa": chosen}
+    assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
+    assert f"best.pt blends them with weight {chosen:g} on the companion" in (run / "train.log").read_text()
 
 
 def test_add_companion_blends_a_model_trained_without_one(tmp_path, write_tpsa_csv):

@@ -13,9 +13,11 @@ from molsepnorm.data.columns import num_atoms, targets
 from molsepnorm.data.registry import load_dataset
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.inference.runner import Runner, run
+from molsepnorm.nn.fingerprint import FingerprintCompanion
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
-from molsepnorm.train.companion import (COMPANION_BITS, companion_model_keys, fit_companion, resolve_companion,
-                                        substructure_features)
+from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_RADIUS,
+                                        MIN_VALIDATION_GAIN, CompanionFit, choose_weights, companion_model_keys,
+                                        fit_companion, resolve_companion, substructure_features)
 
 
 def splits_of(path):
@@ -28,13 +30,21 @@ def model_with_companion(task: str) -> Graphormer:
     return Graphormer(config)
 
 
-def test_auto_fits_a_companion_for_binary_targets_only():
+def test_auto_fits_a_companion_for_every_task_of_its_own_kind():
     assert resolve_companion("auto", "binary") == "fingerprint"
-    assert resolve_companion("auto", "regression") == "none"
-    assert resolve_companion("fingerprint", "regression") == "fingerprint"
+    assert resolve_companion("auto", "regression") == "fingerprint"
     assert resolve_companion("none", "binary") == "none"
+    assert resolve_companion("none", "regression") == "none"
     with pytest.raises(MolsepnormError, match="train.companion must be one of"):
         resolve_companion("forest", "binary")
+    assert companion_model_keys("fingerprint", "binary") == {
+        "companion_bits": COMPANION_BITS, "companion_radius": 2, "companion_blend": "probability",
+        "companion_counts": "log"}
+    # regression: a group-contribution model on the raw counts of radius-0 and radius-1 environments
+    assert companion_model_keys("fingerprint", "regression") == {
+        "companion_bits": GROUP_BITS, "companion_radius": GROUP_RADIUS, "companion_blend": "value",
+        "companion_counts": "raw"}
+    assert companion_model_keys("none", "regression") == {"companion_bits": 0}
 
 
 def test_features_are_in_input_order_with_their_targets(tmp_path, write_tpsa_csv):
@@ -45,17 +55,71 @@ def test_features_are_in_input_order_with_their_targets(tmp_path, write_tpsa_csv
     np.testing.assert_array_equal(y, targets(graphs))
     # every atom once per radius: log(1 + count) summed back to counts
     assert np.allclose(np.expm1(X.toarray()).sum(1), 3 * np.asarray(num_atoms(graphs)))
+    raw, _ = substructure_features(graphs, num_atoms(graphs), COMPANION_BITS, 2, batch_size=16, counts="raw")
+    np.testing.assert_allclose(raw.toarray(), np.expm1(X.toarray()), rtol=1e-5, atol=1e-5)  # float32 logs
 
 
-def test_the_ridge_companion_learns_tpsa_an_atom_additive_property(tmp_path, write_tpsa_csv):
+def test_the_group_contribution_companion_learns_tpsa_an_atom_additive_property(tmp_path, write_tpsa_csv):
     splits = splits_of(write_tpsa_csv(tmp_path / "tpsa.csv", n=1000))
-    model = model_with_companion("regression").eval()
+    scaler = TargetScaler.fit(targets(splits.train))
+
+    def r2_alone(model):  # the companion alone (weight 1) on the test split
+        fit = fit_companion(model.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"],
+                            weight=1.0, scaler=scaler)
+        assert fit.fitted == {"tpsa": True} and fit.molecules == len(splits.train)
+        out = run([Runner(model.eval(), "regression", scaler)], splits.test)
+        return r2_score(out.targets[:, 0], out.values[0, :, 0])
+
+    group = r2_alone(model_with_companion("regression"))
+    assert group > 0.99
+    # the classification companion's features (log(1 + count) of ECFP4 substructures) in the same ridge
+    # fit worse: TPSA is a sum over atoms, linear in the counts
+    logged = r2_alone(Graphormer(GraphormerConfig(vocab="ogb", num_layers=1, hidden_dim=16, ffn_dim=16, num_heads=2,
+                                                  companion_bits=COMPANION_BITS, companion_blend="value")))
+    assert logged < group
+
+
+def test_auto_weight_waits_for_validation_on_regression(tmp_path, write_tpsa_csv):
+    splits = splits_of(write_tpsa_csv(tmp_path / "tpsa.csv", n=400))
+    model = model_with_companion("regression").eval()  # untrained: its head predicts about the mean
     scaler = TargetScaler.fit(targets(splits.train))
     fit = fit_companion(model.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"],
-                        weight=1.0, scaler=scaler)
-    assert fit.fitted == {"tpsa": True} and fit.molecules == len(splits.train)
-    out = run([Runner(model, "regression", scaler)], splits.test)  # weight 1: the companion alone
-    assert r2_score(out.targets[:, 0], out.values[0, :, 0]) > 0.9
+                        scaler=scaler)
+    assert fit.weight == "auto" and fit.weights == {"tpsa": 0.0} and not model.companion.fitted
+    runner = Runner(model, "regression", scaler)
+
+    def predict():
+        out = run([runner], splits.val)
+        return out.targets, out.values[0]
+
+    choose_weights(model.companion, fit, predict, "regression", "mae")
+    scores = fit.validation["tpsa"]
+    best = min(BLEND_WEIGHTS, key=lambda w: scores[f"{w:g}"])
+    assert best > 0 and fit.weights == {"tpsa": best} and model.companion.weight.tolist() == [best]
+    y, blended = predict()  # the model now predicts with the chosen weight
+    assert np.mean(np.abs(blended - y)) == pytest.approx(scores[f"{best:g}"], rel=1e-5)
+
+
+@pytest.mark.parametrize("gain, chosen", [(0.5 * MIN_VALIDATION_GAIN, 0.0), (2 * MIN_VALIDATION_GAIN, 1.0)])
+def test_a_weight_must_beat_the_graphormer_alone_by_the_minimum_gain(gain, chosen):
+    """The Graphormer errs by +1 on every validation molecule, the companion by 1 - gain, so
+    the blend's MAE is 1 - w * gain: best at weight 1, by ``gain``. A second target has no
+    training labels (not fitted) and is left alone."""
+    companion = FingerprintCompanion(8, 1, 2, "value", "raw")
+    y = np.linspace(-2.0, 2.0, 50)[:, None].repeat(2, 1)
+    calls = []
+
+    def predict():
+        calls.append(companion.weight.tolist())
+        return y, y + np.where(companion.weight.numpy() == 1, 1 - gain, 1.0)
+
+    fit = CompanionFit(kind="fingerprint", weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=50,
+                       fitted={"a": True, "b": False}, seconds=0.0, weights={"a": 0.0, "b": 0.0})
+    choose_weights(companion, fit, predict, "regression", "mae")
+    assert calls == [[0.0, 0.0], [1.0, 0.0]]  # the Graphormer alone, then the fitted target's companion alone
+    assert fit.weights == {"a": chosen, "b": 0.0} and companion.weight.tolist() == [chosen, 0.0]
+    assert fit.validation["a"] == pytest.approx({f"{w:g}": 1 - w * gain for w in BLEND_WEIGHTS})
+    assert "b" not in fit.validation
 
 
 def test_the_logistic_companion_separates_polar_molecules_and_blends_evenly(tmp_path, write_tpsa_csv):
@@ -85,6 +149,6 @@ def test_a_target_with_one_class_is_left_to_the_graphormer(tmp_path, write_tpsa_
 
 def test_weight_must_be_in_the_unit_interval(tmp_path, write_tpsa_csv):
     splits = splits_of(write_tpsa_csv(tmp_path / "polar.csv", n=40, binary=True))
-    with pytest.raises(MolsepnormError, match=r"train.companion_weight must be in \(0, 1\]"):
+    with pytest.raises(MolsepnormError, match=r"train.companion_weight must be in \(0, 1\] or 'auto'"):
         fit_companion(model_with_companion("binary").companion, splits.train, num_atoms(splits.train), "binary",
                       ["polar"], weight=0.0)

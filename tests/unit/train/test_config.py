@@ -149,9 +149,11 @@ def test_presets_exist():
 def test_classification_gets_dropout_and_a_companion_unless_the_config_says_otherwise():
     from molsepnorm.train.config import CLASSIFICATION_DROPOUT, with_task_defaults
 
-    companion = {"companion_bits": 2048, "companion_radius": 2, "companion_blend": "probability"}
+    companion = {"companion_bits": 2048, "companion_radius": 2, "companion_blend": "probability",
+                 "companion_counts": "log"}
+    group = {"companion_bits": 16384, "companion_radius": 1, "companion_blend": "value", "companion_counts": "raw"}
     config = load_experiment_config(None, {"data.dataset": "my.csv"})
-    assert with_task_defaults(config, "regression", 5000).model == {"companion_bits": 0}
+    assert with_task_defaults(config, "regression", 5000).model == group
     binary = with_task_defaults(config, "binary", 5000)
     assert binary.model == {**CLASSIFICATION_DROPOUT, **companion} and config.model == {}  # a copy
     assert all(rate == 0.1 for rate in CLASSIFICATION_DROPOUT.values())
@@ -161,8 +163,7 @@ def test_classification_gets_dropout_and_a_companion_unless_the_config_says_othe
     assert with_task_defaults(off, "binary", 5000).model == {**CLASSIFICATION_DROPOUT, "companion_bits": 0}
     forced = load_experiment_config(None, {"data.dataset": "my.csv", "train.companion": "fingerprint",
                                            "model.companion_bits": 512})
-    assert with_task_defaults(forced, "regression", 5000).model == {"companion_bits": 512, "companion_radius": 2,
-                                                              "companion_blend": "value"}
+    assert with_task_defaults(forced, "regression", 5000).model == {**group, "companion_bits": 512}
 
 
 @pytest.mark.parametrize("task, num_train, batch_size, lr", [
@@ -194,9 +195,13 @@ def test_a_given_batch_size_or_lr_is_kept_and_the_other_still_resolved():
 def test_companion_settings_are_checked():
     for key, value, message in (("train.companion", "forest", "train.companion must be one of"),
                                 ("train.companion_weight", 0, "train.companion_weight must be a number in"),
-                                ("train.companion_weight", 1.5, "train.companion_weight must be a number in")):
+                                ("train.companion_weight", 1.5, "train.companion_weight must be a number in"),
+                                ("train.companion_weight", "best", r"in \(0, 1\] or 'auto', got 'best'"),
+                                ("train.companion_weight", True, "train.companion_weight must be a number in")):
         with pytest.raises(ConfigError, match=message):
             load_experiment_config(None, {"data.dataset": "my.csv", key: value}).validate()
+    for weight in ("auto", 0.25, 1):
+        load_experiment_config(None, {"data.dataset": "my.csv", "train.companion_weight": weight}).validate()
 
 
 def test_the_monitored_metric_is_the_data_sets_unless_given():
