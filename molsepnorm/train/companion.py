@@ -3,17 +3,18 @@
 ``train.companion`` chooses it: ``"auto"`` (the default) and ``"fingerprint"`` fit one;
 ``"none"`` never. When the Graphormer has trained, :func:`fit_companion` reads the hashed
 substructure counts of every training molecule and fits an L2-regularized linear model on
-them per target (scikit-learn), of a kind that depends on the task:
+them per target, of a kind that depends on the task:
 
-* binary targets: logistic regression on ``log(1 + count)`` of substructures of radius
+* binary targets: logistic regression (scikit-learn) on ``log(1 + count)`` of substructures of radius
   0..2 (ECFP4-like, 2,048 buckets), penalty :data:`COMPANION_L2` per training molecule
   (``C = 1 / (l2 n)``), blended with weight 0.5;
-* regression: a group-contribution model, ridge regression on the raw counts of every
-  atom's environment of radius 0 and 1 (16,384 buckets) with a light penalty
-  (:data:`GROUP_L2` per molecule, ``alpha = l2 n``) on the standardized targets. Its blend
-  weight is chosen per target on the validation split (:func:`choose_weights`): on a
-  property that is a sum of atom contributions it wins (Crippen logP), on others the
-  validation split usually keeps the Graphormer alone (docs/accuracy.md, "A group-contribution companion").
+* regression: a group-contribution model, ridge regression (:func:`ridge`) on the raw
+  counts of every atom's environment of radius 0 and 1 (16,384 buckets) with a light
+  penalty (:data:`GROUP_L2` per molecule, ``alpha = l2 n``) on the standardized targets.
+  Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
+  on a property that is a sum of atom contributions it wins (Crippen logP); on others the
+  validation split usually keeps the Graphormer alone (docs/accuracy.md, "A
+  group-contribution companion for regression").
 
 The fit reads the training split only; the validation split chooses a regression
 blend's weight, as it chooses the epoch; the test split plays no part.
@@ -41,7 +42,7 @@ COMPANION_RADIUS = 2  # substructures of radius 0..2 (ECFP4)
 COMPANION_L2 = 0.003  # L2 penalty per training molecule (docs/accuracy.md, "A fingerprint companion")
 COMPANION_WEIGHT = 0.5  # binary targets: the blend weight of train.companion_weight "auto"
 GROUP_BITS = 16_384  # regression: buckets; the radius-1 environments of a data set seldom collide in them
-GROUP_RADIUS = 1  # every atom alone and with its neighbours: the atom types of group-contribution methods
+GROUP_RADIUS = 1  # every atom alone and with its bonded neighbours: the atom types of group-contribution methods
 GROUP_L2 = 1e-5  # L2 penalty per training molecule: light, the counts are few and exact
 #: the blend weights :func:`choose_weights` tries for a regression target
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -150,8 +151,6 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         l2: the L2 penalty per training molecule (default :data:`COMPANION_L2` for binary
             targets, :data:`GROUP_L2` for regression).
     """
-    from sklearn.linear_model import LogisticRegression, Ridge
-
     if weight != "auto" and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1):
         raise MolsepnormError(f"train.companion_weight must be in (0, 1] or 'auto', got {weight!r}")
     if weight == "auto":
@@ -177,11 +176,12 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
             fitted[name] = False
             continue
         if task == "binary":
+            from sklearn.linear_model import LogisticRegression  # binary metrics import scikit-learn anyway
+
             model = LogisticRegression(C=1.0 / (l2 * n), max_iter=1000).fit(X[rows], labels.astype(int))
             coef, intercept = model.coef_[0], float(model.intercept_[0])
         else:
-            model = Ridge(alpha=l2 * n).fit(X[rows], labels)
-            coef, intercept = model.coef_, float(model.intercept_)
+            coef, intercept = ridge(X[rows], labels, alpha=l2 * n)
         companion.coef[:, t] = torch.as_tensor(coef, dtype=companion.coef.dtype, device=device)
         companion.intercept[t] = intercept
         companion.weight[t] = blend
@@ -190,6 +190,31 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
     return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=companion.radius,
                         counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
                         seconds=time.perf_counter() - start, weights=weights)
+
+
+def ridge(X: Any, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
+    """Ridge regression with an unpenalized intercept: ``(coef (p,), intercept)`` minimizing
+    ``||y - X coef - intercept||^2 + alpha ||coef||^2``, as scikit-learn's ``Ridge`` does.
+
+    Solved by LSQR (Paige & Saunders 1982: ``scipy.sparse.linalg.lsqr`` with ``damp =
+    sqrt(alpha)``) on the column-centred sparse ``(n, p)`` matrix ``X`` as an implicit
+    operator, restricted to the columns that occur: ``X`` stays sparse, and a short
+    regression run does not spend a second importing scikit-learn's linear models.
+    """
+    from scipy.sparse.linalg import LinearOperator, lsqr
+
+    X = X.tocsr()
+    n, p = X.shape
+    used = np.unique(X.indices)  # the columns that occur
+    Xu = X[:, used]
+    mean_x = np.asarray(Xu.mean(0)).ravel()  # (q,)
+    mean_y = float(y.mean())
+    centred = LinearOperator((n, len(used)), dtype=np.float64, matvec=lambda v: Xu @ v - mean_x @ v,
+                             rmatvec=lambda u: Xu.T @ u - mean_x * u.sum())
+    coef_u = lsqr(centred, y - mean_y, damp=float(np.sqrt(alpha)), atol=1e-8, btol=1e-8, iter_lim=20 * len(used))[0]
+    coef = np.zeros(p)
+    coef[used] = coef_u
+    return coef, mean_y - float(mean_x @ coef_u)
 
 
 def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,

@@ -17,7 +17,7 @@ from molsepnorm.nn.fingerprint import FingerprintCompanion
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_RADIUS,
                                         MIN_VALIDATION_GAIN, CompanionFit, choose_weights, companion_model_keys,
-                                        fit_companion, resolve_companion, substructure_features)
+                                        fit_companion, resolve_companion, ridge, substructure_features)
 
 
 def splits_of(path):
@@ -57,6 +57,23 @@ def test_features_are_in_input_order_with_their_targets(tmp_path, write_tpsa_csv
     assert np.allclose(np.expm1(X.toarray()).sum(1), 3 * np.asarray(num_atoms(graphs)))
     raw, _ = substructure_features(graphs, num_atoms(graphs), COMPANION_BITS, 2, batch_size=16, counts="raw")
     np.testing.assert_allclose(raw.toarray(), np.expm1(X.toarray()), rtol=1e-5, atol=1e-5)  # float32 logs
+
+
+@pytest.mark.parametrize("n, alpha", [(60, 0.01), (400, 0.004), (400, 40.0)])
+def test_ridge_solves_the_centred_normal_equations(tmp_path, write_tpsa_csv, n, alpha):
+    """On real hashed counts (more columns than molecules at n=60, fewer at 400) the solution
+    satisfies ridge's normal equations with an unpenalized intercept, solved densely here."""
+    splits = splits_of(write_tpsa_csv(tmp_path / "tpsa.csv", n=n + n // 4))
+    X, y = substructure_features(splits.train, num_atoms(splits.train), 512, 1, counts="raw")
+    y = y[:, 0]
+    coef, intercept = ridge(X, y, alpha)
+    dense = X.toarray()
+    Xc, yc = dense - dense.mean(0), y - y.mean()
+    exact = np.linalg.solve(Xc.T @ Xc + alpha * np.eye(dense.shape[1]), Xc.T @ yc)
+    np.testing.assert_allclose(dense @ coef + intercept, dense @ exact + y.mean() - dense.mean(0) @ exact,
+                               atol=1e-4 * y.std())
+    assert np.all(coef[~dense.any(0)] == 0)  # buckets no molecule has get no weight
+    assert intercept == pytest.approx(y.mean() - dense.mean(0) @ coef)
 
 
 def test_the_group_contribution_companion_learns_tpsa_an_atom_additive_property(tmp_path, write_tpsa_csv):

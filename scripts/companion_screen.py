@@ -1,0 +1,117 @@
+"""Which regression companion, and which blend rule?  A screen on trained checkpoints.
+
+For each regression ``best.pt`` given (a run trained without a companion, or with one: its
+Graphormer alone is what is read), the script fits linear models on the hashed
+substructure counts of the run's own training split (:func:`molsepnorm.train.companion.
+substructure_features`; the same hash the companion uses) and scores, on the run's
+validation and test splits, the Graphormer alone, each linear model alone and their blends
+``(1 - w) * Graphormer + w * linear``. Variants: the largest substructure radius, the
+counts as they are (``raw``: a group-contribution model) or as ``log(1 + count)`` (the
+classification companion's features), and the ridge penalty per training molecule.
+
+Nothing is trained and no checkpoint is changed. Test figures are printed beside the
+validation figures so that selection rules can be compared after the fact; the rule the
+library uses (:func:`molsepnorm.train.companion.choose_weights`) reads validation only.
+
+    python scripts/companion_screen.py runs/a/best.pt runs/b/best.pt --out screen.json
+    python scripts/companion_screen.py --summary screen.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s: list[float],
+           weights: list[float], threads: int) -> dict:
+    """Validation and test MAE of every (radius, counts, l2, weight) variant for one checkpoint."""
+    import torch
+    from sklearn.linear_model import Ridge
+
+    from molsepnorm.checkpoint import Checkpoint, checkpoint_data
+    from molsepnorm.data.columns import num_atoms
+    from molsepnorm.inference.runner import Runner, run
+    from molsepnorm.train.companion import substructure_features
+
+    torch.set_num_threads(threads)
+    ckpt = Checkpoint.load(checkpoint)
+    if ckpt.task.type != "regression" or len(ckpt.task.target_names) != 1:
+        raise SystemExit(f"{checkpoint}: the screen reads single-target regression models")
+    net = ckpt.build_model().eval()
+    if net.companion is not None:
+        net.companion.weight.zero_()  # the Graphormer alone
+    runner = Runner(net, "regression", ckpt.target_scaling)
+    parts = {}
+    for part in ("train", "val", "test"):
+        graphs, _ = checkpoint_data(ckpt, split=part)
+        out = run([runner], graphs)
+        parts[part] = {"graphs": graphs, "pred": out.values[0][:, 0], "y": out.targets[:, 0]}
+    mae = lambda a, b: float(np.mean(np.abs(a - b)))  # noqa: E731
+    result = {"graphormer": {p: mae(parts[p]["pred"], parts[p]["y"]) for p in ("val", "test")}, "variants": {}}
+    y_train = parts["train"]["y"]
+    for radius in radii:
+        for kind in counts:
+            X = {p: substructure_features(parts[p]["graphs"], num_atoms(parts[p]["graphs"]), bits, radius,
+                                          counts=kind)[0] for p in parts}
+            for l2 in l2s:
+                model = Ridge(alpha=l2 * len(y_train)).fit(X["train"], y_train)
+                own = {p: model.predict(X[p]) for p in ("val", "test")}
+                for w in weights:
+                    key = f"r{radius}-{kind}-l2={l2:g}-w={w:g}"
+                    result["variants"][key] = {
+                        p: mae((1 - w) * parts[p]["pred"] + w * own[p], parts[p]["y"]) for p in ("val", "test")}
+    return result
+
+
+def summary(results: dict, radius: int, kind: str, l2: float, weights: list[float], min_gain: float) -> None:
+    """Per checkpoint: the Graphormer alone, and the blend whose weight validation chooses
+    (kept above 0 only when it lowers validation MAE by ``min_gain``, as the library does)."""
+    print(f"rule: radius {radius}, {kind} counts, l2 {l2:g}, weights {weights}, minimum validation gain {min_gain:g}")
+    print(f"{'checkpoint':70s} {'Graphormer val/test':>20s} {'weight':>6s} {'blend val/test':>16s} "
+          f"{'linear alone test':>18s}")
+    for name, res in results.items():
+        variants = {w: res["variants"][f"r{radius}-{kind}-l2={l2:g}-w={w:g}"] for w in weights}
+        base = res["graphormer"]["val"]
+        best = min(weights, key=lambda w: variants[w]["val"])
+        chosen = best if (base - variants[best]["val"]) / base >= min_gain else 0.0
+        blend = variants[chosen] if chosen else res["graphormer"]
+        alone = res["variants"][f"r{radius}-{kind}-l2={l2:g}-w=1"]["test"]
+        print(f"{name[-70:]:70s} {res['graphormer']['val']:9.4f}/{res['graphormer']['test']:<9.4f} {chosen:6g} "
+              f"{blend['val']:8.4f}/{blend['test']:<7.4f} {alone:18.4f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("checkpoints", nargs="*", help="regression best.pt files")
+    parser.add_argument("--bits", type=int, default=16384)
+    parser.add_argument("--radii", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--counts", nargs="+", default=["raw", "log"], choices=["raw", "log"])
+    parser.add_argument("--l2", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3, 1e-2])
+    parser.add_argument("--weights", type=float, nargs="+", default=[0, 0.25, 0.5, 0.75, 1])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="JSON of every variant's scores")
+    parser.add_argument("--summary", type=Path, nargs="+", help="print the rule's choice from earlier JSON files")
+    parser.add_argument("--rule", nargs=3, default=["1", "raw", "1e-5"], metavar=("RADIUS", "COUNTS", "L2"))
+    parser.add_argument("--min-gain", type=float, default=0.02)
+    args = parser.parse_args()
+    weights = [0.0, 0.25, 0.5, 0.75, 1.0]
+    if args.summary:
+        results = {}
+        for path in args.summary:
+            results.update(json.loads(path.read_text()))
+        summary(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), weights, args.min_gain)
+        return
+    results = {}
+    for checkpoint in args.checkpoints:
+        results[checkpoint] = screen(checkpoint, args.bits, args.radii, args.counts, args.l2, args.weights,
+                                     args.threads)
+        print(checkpoint, "Graphormer", results[checkpoint]["graphormer"], flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
