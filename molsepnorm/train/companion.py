@@ -32,7 +32,6 @@ import torch
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.nn.fingerprint import FingerprintCompanion, substructure_counts
 from molsepnorm.train.config import COMPANIONS
-
 from molsepnorm.train.logs import LOGGER_NAME
 
 log = logging.getLogger(LOGGER_NAME)
