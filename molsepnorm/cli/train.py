@@ -198,7 +198,7 @@ def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
 
 def _print_summary(result: Any) -> None:
     from molsepnorm.inference.metrics import summary_table
-    from molsepnorm.train.companion import format_weights
+    from molsepnorm.train.companion import MIN_VALIDATION_GAIN, format_weights
 
     click.echo(summary_table({"val": result.val, "test": result.test}))
     best = f"best epoch {result.best_epoch}" if result.best_epoch is not None else "no best epoch"
@@ -210,12 +210,14 @@ def _print_summary(result: Any) -> None:
     if result.companion:
         scores, metric = result.companion["scores"], next(iter(result.val), None)
         weights = result.companion["weights"]
+        kind = "group-contribution model" if result.companion["counts"] == "raw" else "fingerprint model"
         if metric is not None and not any(weights.values()):
-            click.echo(f"best.pt is the Graphormer alone: the fingerprint model did not improve validation "
-                       f"{metric} ({scores['fingerprint']['val'][metric]:.4f} alone)")
+            click.echo(f"best.pt is the Graphormer alone: a {kind} did not lower validation {metric} by "
+                       f"{MIN_VALIDATION_GAIN:.0%} (Graphormer {scores['graphormer']['val'][metric]:.4f}, {kind} "
+                       f"{scores['fingerprint']['val'][metric]:.4f})")
         elif metric is not None:
-            click.echo(f"best.pt blends the Graphormer with a fingerprint model (weight {format_weights(weights)}); "
-                       f"validation {metric}: Graphormer {scores['graphormer']['val'][metric]:.4f}, fingerprint model "
+            click.echo(f"best.pt blends the Graphormer with a {kind} (weight {format_weights(weights)}); "
+                       f"validation {metric}: Graphormer {scores['graphormer']['val'][metric]:.4f}, {kind} "
                        f"{scores['fingerprint']['val'][metric]:.4f}, blend {result.val[metric]:.4f}")
 
 

@@ -155,3 +155,23 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
     assert len(split["info"]["skipped"]) == 1 and split["info"]["skipped"][0].startswith("row 10: 'C1CC': ")
     used = {i for part in split["indices"].values() for i in part}
     assert 8 not in used and used == set(range(120)) - {8}  # 0-based data row 8 is file row 10
+
+
+@pytest.mark.parametrize("counts, weights, expected", [
+    ("raw", {"y": 0.0}, "best.pt is the Graphormer alone: a group-contribution model did not lower validation mae "
+                        "by 2% (Graphormer 0.5000, group-contribution model 0.7000)"),
+    ("raw", {"y": 0.75}, "best.pt blends the Graphormer with a group-contribution model (weight 0.75); validation "
+                         "mae: Graphormer 0.5000, group-contribution model 0.7000, blend 0.4000"),
+    ("log", {"y": 0.5}, "best.pt blends the Graphormer with a fingerprint model (weight 0.5)"),
+])
+def test_the_summary_names_the_companion_and_says_when_it_was_left_out(capsys, counts, weights, expected):
+    from types import SimpleNamespace
+
+    from molsepnorm.cli.train import _print_summary
+
+    scores = {"graphormer": {"val": {"mae": 0.5}}, "fingerprint": {"val": {"mae": 0.7}}}
+    result = SimpleNamespace(val={"mae": 0.4}, test={"mae": 0.45}, best_epoch=3, averaged_epochs=[], epochs=5,
+                             steps=50, stopped="epochs", seconds=2.0, run_dir=None,
+                             companion={"counts": counts, "weights": weights, "scores": scores})
+    _print_summary(result)
+    assert expected in capsys.readouterr().out
