@@ -7,19 +7,20 @@ at radius r it is a hash of its radius r-1 identifier and the multiset of its ne
 radius r-1 identifiers, each paired with the bond's feature columns. Every identifier of
 radius 0..R of every atom is counted in one of ``bits`` buckets (``id mod bits``), and the
 model reads ``log(1 + count)`` (``counts="log"``) or the counts themselves (``"raw"``). On raw
-counts of radius 0..1 the linear model is a group-contribution model (the property as a sum of
-the contributions of every atom's environment, as Crippen's logP or Ertl's TPSA are defined:
-Wildman & Crippen, J. Chem. Inf. Comput. Sci. 1999). The hash is computed here, in integer tensor operations on
-the padded batch the Graphormer reads (its atom and bond feature columns), so every data
-source and ``predict`` have it without a second featurizer.
+counts of radius 0..1 the linear model is a group-contribution model: the property as a sum
+of the contributions of every atom's environment, as Crippen's logP (Wildman & Crippen, J.
+Chem. Inf. Comput. Sci. 1999) and Ertl's TPSA are defined. The hash is computed here, in
+integer tensor operations on the padded batch the Graphormer reads (its atom and bond
+feature columns), so every data source and ``predict`` have it without a second featurizer.
 
 The linear model is fitted once, after the Graphormer has trained, on the training split
 (:mod:`molsepnorm.train.companion`): logistic regression for binary targets, ridge
-regression (the group-contribution model) for regression targets. The blend averages the two models' probabilities
-(binary) or standardized values (regression) with weight ``w`` on the fingerprint model,
-an ensemble of two models with different inductive biases: the substructure counts that a
-random forest or chemprop's bond messages read directly (docs/accuracy.md, "A fingerprint
-companion").
+regression (the group-contribution model) for regression targets. The blend averages the
+two models' probabilities (binary) or standardized values (regression) with weight ``w`` on
+the fingerprint model, an ensemble of two models with different inductive biases: the
+substructure counts that a random forest or chemprop's bond messages read directly
+(docs/accuracy.md, "A fingerprint companion" and "A group-contribution companion for
+regression").
 """
 from __future__ import annotations
 
