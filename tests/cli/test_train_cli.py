@@ -53,7 +53,7 @@ def test_train_prints_a_summary_table_and_applies_flags(trained):
     assert (config["train"]["monitor"], config["train"]["average_best"]) == ("rmse", 2)
     assert (config["train"]["companion"], config["train"]["companion_weight"]) == ("fingerprint", 0.25)
     assert config["model"]["companion_blend"] == "value"  # a regression companion averages values
-    assert "best.pt blends the Graphormer with a fingerprint model (weight 0.25); validation mae: Graphormer" \
+    assert "best.pt blends the Graphormer with a group-contribution model (weight 0.25); validation mae: Graphormer" \
         in result.stdout
     assert "best_val_rmse" in json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert "(best.pt averages epochs 1, 2)" in result.stdout
