@@ -66,21 +66,21 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
     return result
 
 
-def summary(results: dict, radius: int, kind: str, l2: float, weights: list[float], min_gain: float) -> None:
-    """Per checkpoint: the Graphormer alone, and the blend whose weight validation chooses
-    (kept above 0 only when it lowers validation MAE by ``min_gain``, as the library does)."""
-    print(f"rule: radius {radius}, {kind} counts, l2 {l2:g}, weights {weights}, minimum validation gain {min_gain:g}")
+def summary(results: dict, radius: int, kind: str, l2: float, min_gain: float) -> None:
+    """Per checkpoint: the Graphormer alone, and the blend whose weight validation chooses by
+    the library's rule (:func:`molsepnorm.train.companion.pick_weight`, with ``min_gain``)."""
+    from molsepnorm.train.companion import BLEND_WEIGHTS, pick_weight
+
+    print(f"rule: radius {radius}, {kind} counts, l2 {l2:g}, weights {list(BLEND_WEIGHTS)}, "
+          f"minimum validation gain {min_gain:g}")
     print(f"{'checkpoint':70s} {'Graphormer val/test':>20s} {'weight':>6s} {'blend val/test':>16s} "
           f"{'linear alone test':>18s}")
     for name, res in results.items():
-        variants = {w: res["variants"][f"r{radius}-{kind}-l2={l2:g}-w={w:g}"] for w in weights}
-        base = res["graphormer"]["val"]
-        best = min(weights, key=lambda w: variants[w]["val"])
-        chosen = best if (base - variants[best]["val"]) / base >= min_gain else 0.0
-        blend = variants[chosen] if chosen else res["graphormer"]
-        alone = res["variants"][f"r{radius}-{kind}-l2={l2:g}-w=1"]["test"]
+        variants = {w: res["variants"][f"r{radius}-{kind}-l2={l2:g}-w={w:g}"] for w in BLEND_WEIGHTS}
+        chosen = pick_weight({w: v["val"] for w, v in variants.items()}, higher_is_better=False, min_gain=min_gain)
+        blend = variants[chosen]
         print(f"{name[-70:]:70s} {res['graphormer']['val']:9.4f}/{res['graphormer']['test']:<9.4f} {chosen:6g} "
-              f"{blend['val']:8.4f}/{blend['test']:<7.4f} {alone:18.4f}")
+              f"{blend['val']:8.4f}/{blend['test']:<7.4f} {variants[1.0]['test']:18.4f}")
 
 
 def main() -> None:
@@ -90,23 +90,24 @@ def main() -> None:
     parser.add_argument("--radii", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--counts", nargs="+", default=["raw", "log"], choices=["raw", "log"])
     parser.add_argument("--l2", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3, 1e-2])
-    parser.add_argument("--weights", type=float, nargs="+", default=[0, 0.25, 0.5, 0.75, 1])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, help="JSON of every variant's scores")
     parser.add_argument("--summary", type=Path, nargs="+", help="print the rule's choice from earlier JSON files")
     parser.add_argument("--rule", nargs=3, default=["1", "raw", "1e-5"], metavar=("RADIUS", "COUNTS", "L2"))
-    parser.add_argument("--min-gain", type=float, default=0.02)
+    parser.add_argument("--min-gain", type=float, default=None, help="default: the library's MIN_VALIDATION_GAIN")
     args = parser.parse_args()
-    weights = [0.0, 0.25, 0.5, 0.75, 1.0]
+    from molsepnorm.train.companion import BLEND_WEIGHTS, MIN_VALIDATION_GAIN
+
     if args.summary:
         results = {}
         for path in args.summary:
             results.update(json.loads(path.read_text()))
-        summary(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), weights, args.min_gain)
+        min_gain = MIN_VALIDATION_GAIN if args.min_gain is None else args.min_gain
+        summary(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), min_gain)
         return
     results = {}
     for checkpoint in args.checkpoints:
-        results[checkpoint] = screen(checkpoint, args.bits, args.radii, args.counts, args.l2, args.weights,
+        results[checkpoint] = screen(checkpoint, args.bits, args.radii, args.counts, args.l2, list(BLEND_WEIGHTS),
                                      args.threads)
         print(checkpoint, "Graphormer", results[checkpoint]["graphormer"], flush=True)
         if args.out:

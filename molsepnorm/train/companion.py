@@ -229,25 +229,32 @@ def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
     """
     from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics
 
-    higher = HIGHER_IS_BETTER[metric]
-    fitted = [t for t, name in enumerate(fit.fitted) if fit.fitted[name]]
+    names = list(fit.fitted)
+    fitted = [t for t, name in enumerate(names) if fit.fitted[name]]
     companion.weight.zero_()
     y, alone = predict()
     companion.weight[fitted] = 1.0
     _, own = predict()
     companion.weight.zero_()
-    for t, name in enumerate(fit.fitted):
-        if t not in fitted:
-            continue
+    for t in fitted:
+        name = names[t]
         scores = {w: compute_metrics(task, y[:, t:t + 1], (1 - w) * alone[:, t:t + 1] + w * own[:, t:t + 1],
                                      [name])[metric] for w in BLEND_WEIGHTS}
-        base = scores[0.0]
-        best = max(scores, key=lambda w: scores[w] if higher else -scores[w])
-        gain = (scores[best] - base if higher else base - scores[best]) / max(abs(base), 1e-12)
-        chosen = best if gain >= MIN_VALIDATION_GAIN else 0.0
+        chosen = pick_weight(scores, HIGHER_IS_BETTER[metric])
         companion.weight[t] = chosen
         fit.weights[name] = chosen
         fit.validation[name] = {f"{w:g}": float(score) for w, score in scores.items()}
+
+
+def pick_weight(scores: dict[float, float], higher_is_better: bool,
+                min_gain: float = MIN_VALIDATION_GAIN) -> float:
+    """The blend weight of :func:`choose_weights`' rule from ``{weight: validation metric}``:
+    the best weight (the first of equals), or 0 when it improves on weight 0 by less than
+    ``min_gain`` of weight 0's value."""
+    base = scores[0.0]
+    best = max(scores, key=lambda w: scores[w] if higher_is_better else -scores[w])
+    gain = (scores[best] - base if higher_is_better else base - scores[best]) / max(abs(base), 1e-12)
+    return best if gain >= min_gain else 0.0
 
 
 def format_weights(weights: dict[str, float]) -> str:
