@@ -1,5 +1,6 @@
 """The CUDA path: the same model on a GPU as on a CPU, bf16 training whose checkpoints
-reload on a CPU-only machine, resume with the GPU's dropout stream, pretraining.
+reload on a CPU-only machine (with the companion models blended in), resume with the GPU's
+dropout stream, pretraining.
 
 Every test here needs a CUDA GPU and is skipped without one (CI has none); they were
 run on a lent GPU machine (docs/benchmarks.md, "GPU").
@@ -100,6 +101,7 @@ def test_a_bf16_gpu_run_reloads_and_predicts_on_a_cpu(tmp_path, write_tpsa_csv):
     # the test split scored on a CPU in fp32 against the GPU's bf16 figure from the same run
     report = evaluate_checkpoint(run / "best.pt", split="test", device="cpu")
     results = json.loads((run / "results.json").read_text())
+    assert results["companion"]["counts"] == "raw" and "tpsa" in results["companion"]["weights"]  # group contributions
     assert report["metrics"]["mae"] == pytest.approx(results["test"]["mae"], rel=0.03)
 
     smiles = MOLECULES[:5]
@@ -147,3 +149,29 @@ def test_pretraining_on_cuda_writes_an_encoder_that_loads_on_a_cpu(tmp_path):
     encoder = Checkpoint.load(tmp_path / "pre" / "encoder.pt")
     assert all(t.device.type == "cpu" for t in encoder.state_dict.values())
     assert all(torch.isfinite(t).all() for t in encoder.state_dict.values() if t.is_floating_point())
+
+
+def test_a_classification_gpu_run_blends_its_companion_and_predicts_the_same_on_a_cpu(tmp_path, write_tpsa_csv):
+    """The default classification path on a GPU: the fingerprint companion is fitted (on the
+    CPU, from the training split) and blended into ``best.pt``; that checkpoint's
+    probabilities on a CPU agree with the GPU's, and the regression run of the test above
+    records its group-contribution weights too."""
+    from molsepnorm.predict import Predictor
+    from molsepnorm.train.api import train
+    from molsepnorm.train.config import load_experiment_config
+
+    csv = write_tpsa_csv(tmp_path / "polar300.csv", binary=True)
+    run = tmp_path / "run"
+    train(load_experiment_config(TINY, _train_args(csv, run, epochs=3)), out=run, console=False)
+    results = json.loads((run / "results.json").read_text())
+    assert results["companion"]["molecules"] > 100
+    assert 0 < results["companion"]["weights"]["polar"] < 1
+    state = Checkpoint.load(run / "best.pt").state_dict
+    assert any(key.startswith("companion.") for key in state)
+
+    smiles = MOLECULES[:5]
+    on_cpu = Predictor.load(run / "best.pt", device="cpu").predict(smiles)
+    on_gpu = Predictor.load(run / "best.pt", device="cuda").predict(smiles)
+    a, b = on_cpu["polar"].to_numpy(float), on_gpu["polar"].to_numpy(float)
+    assert ((b >= 0) & (b <= 1)).all()
+    np.testing.assert_allclose(b, a, atol=0.02)
