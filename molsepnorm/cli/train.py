@@ -209,14 +209,14 @@ def _print_summary(result: Any) -> None:
                f"{result.seconds:.0f} s){where}")
     if result.companion:
         scores, metric = result.companion["scores"], next(iter(result.val), None)
-        weights = result.companion["weights"]
+        weights, novel = result.companion["weights"], result.companion.get("weights_novel")
         kind = "group-contribution model" if result.companion["counts"] == "raw" else "fingerprint model"
-        if metric is not None and not any(weights.values()):
+        if metric is not None and not any(weights.values()) and not any((novel or {}).values()):
             click.echo(f"best.pt is the Graphormer alone: a {kind} did not lower validation {metric} by "
                        f"{MIN_VALIDATION_GAIN:.0%} (Graphormer {scores['graphormer']['val'][metric]:.4f}, {kind} "
                        f"{scores['fingerprint']['val'][metric]:.4f})")
         elif metric is not None:
-            click.echo(f"best.pt blends the Graphormer with a {kind} (weight {format_weights(weights)}); "
+            click.echo(f"best.pt blends the Graphormer with a {kind} (weight {format_weights(weights, novel)}); "
                        f"validation {metric}: Graphormer {scores['graphormer']['val'][metric]:.4f}, {kind} "
                        f"{scores['fingerprint']['val'][metric]:.4f}, blend {result.val[metric]:.4f}")
 

@@ -21,6 +21,13 @@ the fingerprint model, an ensemble of two models with different inductive biases
 substructure counts that a random forest or chemprop's bond messages read directly
 (docs/accuracy.md, "A fingerprint companion" and "A group-contribution companion for
 regression").
+
+A linear model knows only the substructures it was fitted on: a bucket that no training
+molecule has gets no coefficient. So the blend may weigh the two models differently for a
+molecule with such a *novel* substructure (``weight_novel``) than for one whose every
+substructure occurs in the training split (``weight``): on an additive property the
+group-contribution model is near exact on the latter and no better than the Graphormer on
+the former (docs/accuracy.md, "Blend weights by coverage").
 """
 from __future__ import annotations
 
@@ -88,11 +95,16 @@ def substructure_counts(batch, bits: int, radius: int) -> Tensor:
 
 
 class FingerprintCompanion(nn.Module):
-    """A linear model on ``log(1 + substructure counts)`` and its blend weight.
+    """A linear model on ``log(1 + substructure counts)`` and its blend weights.
 
     Its coefficients are buffers, not parameters: gradient training never touches them;
     :func:`molsepnorm.train.companion.fit_companion` sets them after training. Until then
-    ``weight`` (the blend weight) is 0 and the blend returns the Graphormer's output unchanged.
+    the blend weights are 0 and the blend returns the Graphormer's output unchanged.
+
+    Buffers: ``coef`` (bits, T) and ``intercept`` (T,) of the linear model; ``seen`` (bits,),
+    1 for a bucket that occurs in the training split; ``weight`` (T,), the blend weight on
+    the companion for a molecule whose every bucket is seen, and ``weight_novel`` (T,) for
+    one with a bucket that is not.
 
     Args:
         bits: buckets of the hashed counts.
@@ -113,12 +125,15 @@ class FingerprintCompanion(nn.Module):
         self.bits, self.radius, self.blend, self.counts = bits, radius, blend, counts
         self.register_buffer("coef", torch.zeros(bits, num_tasks))  # (bits, T)
         self.register_buffer("intercept", torch.zeros(num_tasks))  # (T,)
+        self.register_buffer("seen", torch.ones(bits))  # (bits,) 1: the bucket occurs in the training split
         self.register_buffer("weight", torch.zeros(num_tasks))  # (T,) blend weight on the companion
+        self.register_buffer("weight_novel", torch.zeros(num_tasks))  # (T,) the same, for a molecule with an unseen bucket
 
     def reset_parameters(self) -> None:
-        """Unfitted: zero coefficients and blend weight."""
-        for buffer in (self.coef, self.intercept, self.weight):
+        """Unfitted: zero coefficients and blend weights, every bucket counted as seen."""
+        for buffer in (self.coef, self.intercept, self.weight, self.weight_novel):
             buffer.zero_()
+        self.seen.fill_(1.0)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs) -> None:
@@ -127,28 +142,49 @@ class FingerprintCompanion(nn.Module):
         if not any(prefix + name in state_dict for name in ("coef", "intercept", "weight")):
             self.reset_parameters()
             return
+        # a companion written before coverage existed: every bucket seen, one weight for all
+        if prefix + "seen" not in state_dict and prefix + "weight_novel" not in state_dict:
+            state_dict[prefix + "seen"] = torch.ones_like(self.seen)
+            if prefix + "weight" in state_dict:
+                state_dict[prefix + "weight_novel"] = state_dict[prefix + "weight"].clone()
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 
+    def set_weights(self, weight: float | Tensor, novel: float | Tensor | None = None) -> None:
+        """Set ``weight`` and ``weight_novel`` (default: the same) to a number or a (T,) tensor."""
+        self.weight.copy_(torch.as_tensor(weight, dtype=self.weight.dtype).expand_as(self.weight))
+        novel = weight if novel is None else novel
+        self.weight_novel.copy_(torch.as_tensor(novel, dtype=self.weight.dtype).expand_as(self.weight_novel))
+
     @property
     def fitted(self) -> bool:
-        return bool((self.weight != 0).any())
+        return bool((self.weight != 0).any() or (self.weight_novel != 0).any())
+
+    def _transform(self, counts: Tensor) -> Tensor:
+        return torch.log1p(counts) if self.counts == "log" else counts
 
     def features(self, batch) -> Tensor:
         """(B, bits): ``log(1 + counts)`` or the counts (``self.counts``)."""
-        counts = substructure_counts(batch, self.bits, self.radius)
-        return torch.log1p(counts) if self.counts == "log" else counts
+        return self._transform(substructure_counts(batch, self.bits, self.radius))
 
     def predict(self, batch) -> Tensor:
         """(B, T): the companion's own outputs (logits or standardized values)."""
-        return self.features(batch) @ self.coef + self.intercept
+        return self._own(substructure_counts(batch, self.bits, self.radius))
+
+    def _own(self, counts: Tensor) -> Tensor:
+        return self._transform(counts) @ self.coef + self.intercept
+
+    def covered(self, counts: Tensor) -> Tensor:
+        """(B,) bool: every bucket of the (B, bits) ``counts`` is seen in the training split."""
+        return ((counts > 0) & (self.seen == 0)).sum(-1) == 0
 
     def forward(self, outputs: Tensor, batch) -> Tensor:
         """Blend the Graphormer's (B, T) ``outputs`` with the companion's; unchanged while unfitted."""
         if not self.fitted:
             return outputs
-        w = self.weight.to(outputs.dtype)
-        own = self.predict(batch).to(outputs.dtype)
+        counts = substructure_counts(batch, self.bits, self.radius)  # (B, bits)
+        own = self._own(counts).to(outputs.dtype)
+        w = torch.where(self.covered(counts).unsqueeze(-1), self.weight, self.weight_novel).to(outputs.dtype)  # (B, T)
         if self.blend == "value":
             return (1 - w) * outputs + w * own
         p = (1 - w) * torch.sigmoid(outputs) + w * torch.sigmoid(own)

@@ -14,7 +14,9 @@ them per target, of a kind that depends on the task:
   Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
   on a property that is a sum of atom contributions it wins (Crippen logP); on others the
   validation split usually keeps the Graphormer alone (docs/accuracy.md, "A
-  group-contribution companion for regression").
+  group-contribution companion for regression"). Validation may also give a molecule with
+  an environment no training molecule has (a *novel* one, which the linear model cannot
+  price) a weight of its own (docs/accuracy.md, "Blend weights by coverage").
 
 The fit reads the training split only; the validation split chooses a regression
 blend's weight, as it chooses the epoch; the test split plays no part.
@@ -89,8 +91,13 @@ class CompanionFit:
     fitted: dict[str, bool]
     seconds: float
     weights: dict[str, float] = field(default_factory=dict)  # per target: the blend weight best.pt uses
+    # per target: the blend weight for a molecule with a substructure no training molecule has
+    weights_novel: dict[str, float] = field(default_factory=dict)
     # per target, with weight "auto" on regression: the validation metric of every weight tried
     validation: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per target, likewise: the validation molecules with a novel substructure, and the best
+    # pair of weights (covered, novel) with its validation metric
+    coverage: dict[str, dict[str, Any]] = field(default_factory=dict)
     scores: dict[str, Any] = field(default_factory=dict)  # filled by the trainer: each model's val / test metrics
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,6 +172,9 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
     fitted: dict[str, bool] = {}
     device = companion.coef.device
     companion.reset_parameters()
+    seen = np.zeros(companion.bits, dtype=np.float32)
+    seen[np.unique(X.indices)] = 1.0
+    companion.seen.copy_(torch.as_tensor(seen, device=device))
     for t, name in enumerate(target_names):
         rows = np.isfinite(y[:, t])
         n = int(rows.sum())
@@ -184,11 +194,12 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         companion.coef[:, t] = torch.as_tensor(coef, dtype=companion.coef.dtype, device=device)
         companion.intercept[t] = intercept
         companion.weight[t] = blend
+        companion.weight_novel[t] = blend
         fitted[name] = True
     weights = {name: float(companion.weight[t]) for t, name in enumerate(target_names)}
     return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=companion.radius,
                         counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
-                        seconds=time.perf_counter() - start, weights=weights)
+                        seconds=time.perf_counter() - start, weights=weights, weights_novel=dict(weights))
 
 
 def ridge(X: Any, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
@@ -217,33 +228,62 @@ def ridge(X: Any, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
 
 
 def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
-                   predict: Callable[[], tuple[np.ndarray, np.ndarray]], task: str, metric: str) -> None:
-    """Set each fitted target's blend weight to the one of :data:`BLEND_WEIGHTS` with the best
-    validation ``metric``, and record it in ``fit`` (``weights``, ``validation``).
+                   predict: Callable[[], tuple[np.ndarray, np.ndarray]], task: str, metric: str,
+                   covered: Optional[np.ndarray] = None) -> None:
+    """Set each fitted target's blend weights from the validation ``metric``, and record them
+    in ``fit`` (``weights``, ``weights_novel``, ``validation``, ``coverage``).
 
-    A weight above 0 is kept only when it improves the metric by at least
-    :data:`MIN_VALIDATION_GAIN` of its value with the Graphormer alone; otherwise that target
-    is predicted by the Graphormer alone. ``predict() -> (targets, predictions)`` (N, T) runs
-    the model on the validation split (it is called twice: companion weight 0, then 1; the
-    blend of any other weight is their weighted mean, in standardized or original units alike).
+    First one weight for every molecule: the best of :data:`BLEND_WEIGHTS`, kept only when it
+    improves the metric by at least :data:`MIN_VALIDATION_GAIN` of its value with the
+    Graphormer alone (:func:`pick_weight`); otherwise that target is predicted by the
+    Graphormer alone. Then, with ``covered`` ((N,) bool: the validation molecules whose every
+    substructure occurs in the training split, :func:`covered_rows`), the best pair of
+    weights, one for covered molecules and one for the others, from the same list: it
+    replaces the single weight only when it improves the metric by at least
+    :data:`MIN_VALIDATION_GAIN` of the single weight's value.
+
+    ``predict() -> (targets, predictions)`` (N, T) runs the model on the validation split
+    (it is called twice: companion weight 0, then 1; the blend of any other weight is their
+    weighted mean, in standardized or original units alike).
     """
     from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics
 
     names = list(fit.fitted)
     fitted = [t for t, name in enumerate(names) if fit.fitted[name]]
-    companion.weight.zero_()
+    companion.set_weights(0.0)
     y, alone = predict()
-    companion.weight[fitted] = 1.0
+    companion.set_weights(torch.as_tensor([float(t in fitted) for t in range(len(names))]))
     _, own = predict()
-    companion.weight.zero_()
+    companion.set_weights(0.0)
+    higher = HIGHER_IS_BETTER[metric]
     for t in fitted:
         name = names[t]
-        scores = {w: compute_metrics(task, y[:, t:t + 1], (1 - w) * alone[:, t:t + 1] + w * own[:, t:t + 1],
-                                     [name])[metric] for w in BLEND_WEIGHTS}
-        chosen = pick_weight(scores, HIGHER_IS_BETTER[metric])
+
+        def score(w: Any) -> float:
+            blend = (1 - w) * alone[:, t] + w * own[:, t]
+            return compute_metrics(task, y[:, t:t + 1], blend[:, None], [name])[metric]
+
+        scores = {w: score(w) for w in BLEND_WEIGHTS}
+        fit.validation[name] = {f"{w:g}": float(value) for w, value in scores.items()}
+        pairs = {}
+        if covered is not None and 0 < covered.sum() < len(covered):
+            pairs = {(a, b): score(np.where(covered, a, b)) for a in BLEND_WEIGHTS for b in BLEND_WEIGHTS}
+            best = max(pairs, key=lambda pair: pairs[pair] if higher else -pairs[pair])
+            fit.coverage[name] = {"novel_molecules": int((~covered).sum()), "pair": list(best),
+                                  "score": float(pairs[best])}
+        chosen, novel = pick_weights(scores, pairs, higher)
         companion.weight[t] = chosen
+        companion.weight_novel[t] = novel
         fit.weights[name] = chosen
-        fit.validation[name] = {f"{w:g}": float(score) for w, score in scores.items()}
+        fit.weights_novel[name] = novel
+
+
+def covered_rows(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence[int]) -> np.ndarray:
+    """(M,) bool, in input order: the ``graphs`` whose every substructure bucket occurs in the
+    companion's training split (its ``seen`` buffer; the graphs need targets ``y``)."""
+    X, _ = substructure_features(graphs, sizes, companion.bits, companion.radius, counts="raw")
+    unseen = (companion.seen.cpu().numpy() == 0).astype(np.float64)
+    return (X != 0).astype(np.float64) @ unseen == 0
 
 
 def pick_weight(scores: dict[float, float], higher_is_better: bool,
@@ -251,32 +291,54 @@ def pick_weight(scores: dict[float, float], higher_is_better: bool,
     """The blend weight of :func:`choose_weights`' rule from ``{weight: validation metric}``:
     the best weight (the first of equals), or 0 when it improves on weight 0 by less than
     ``min_gain`` of weight 0's value."""
-    base = scores[0.0]
     best = max(scores, key=lambda w: scores[w] if higher_is_better else -scores[w])
-    gain = (scores[best] - base if higher_is_better else base - scores[best]) / max(abs(base), 1e-12)
-    return best if gain >= min_gain else 0.0
+    return best if relative_gain(scores[0.0], scores[best], higher_is_better) >= min_gain else 0.0
 
 
-def format_weights(weights: dict[str, float]) -> str:
-    """``"0.5"`` when every target has the same blend weight, else ``"a 0.5, b 0"``."""
-    values = set(weights.values())
-    if len(values) == 1:
-        return f"{values.pop():g}"
-    return ", ".join(f"{name} {w:g}" for name, w in weights.items())
+def pick_weights(scores: dict[float, float], pairs: dict[tuple[float, float], float], higher_is_better: bool,
+                 min_gain: float = MIN_VALIDATION_GAIN) -> tuple[float, float]:
+    """``(weight, weight_novel)`` by :func:`choose_weights`' rule from the validation metric of
+    every single weight (``scores``) and of every pair (covered, novel) (``pairs``; empty:
+    one weight for all): :func:`pick_weight`, then the best pair if it improves on that by at
+    least ``min_gain`` of its value."""
+    chosen = pick_weight(scores, higher_is_better, min_gain)
+    if pairs:
+        best = max(pairs, key=lambda pair: pairs[pair] if higher_is_better else -pairs[pair])
+        if relative_gain(scores[chosen], pairs[best], higher_is_better) >= min_gain:
+            return best
+    return chosen, chosen
+
+
+def relative_gain(base: float, value: float, higher_is_better: bool) -> float:
+    """How much better ``value`` is than ``base``, as a fraction of ``base``."""
+    return (value - base if higher_is_better else base - value) / max(abs(base), 1e-12)
+
+
+def format_weights(weights: dict[str, float], novel: Optional[dict[str, float]] = None) -> str:
+    """``"0.5"`` when every target has the same blend weight, else ``"a 0.5, b 0"``; with
+    ``novel`` weights that differ: ``"1 (0.25 for a molecule with a novel substructure)"``."""
+    def text(values: dict[str, float]) -> str:
+        if len(set(values.values())) == 1:
+            return f"{next(iter(values.values())):g}"
+        return ", ".join(f"{name} {w:g}" for name, w in values.items())
+
+    if not novel or novel == weights:
+        return text(weights)
+    return f"{text(weights)} ({text(novel)} for a molecule with a novel substructure)"
 
 
 def component_scores(companion: FingerprintCompanion, evaluate: Any) -> dict[str, dict[str, dict[str, float]]]:
     """``{"graphormer": {"val": ..., "test": ...}, "fingerprint": {...}}``: the metrics of each
     model of the blend alone, from ``evaluate(split) -> metrics`` run with the blend weight
-    set to 0 (the Graphormer's output unchanged) and to 1; the weight is restored after."""
-    blend = companion.weight.clone()
+    set to 0 (the Graphormer's output unchanged) and to 1; the weights are restored after."""
+    blend, novel = companion.weight.clone(), companion.weight_novel.clone()
     scores = {}
     try:
         for name, weight in (("graphormer", 0.0), ("fingerprint", 1.0)):
-            companion.weight.fill_(weight)
+            companion.set_weights(weight)
             scores[name] = {part: evaluate(part) for part in ("val", "test")}
     finally:
-        companion.weight.copy_(blend)
+        companion.set_weights(blend, novel)
     return scores
 
 
@@ -331,7 +393,8 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
         return result.targets, result.values[0]
 
     if task.type == "regression" and weight == "auto":
-        choose_weights(net.companion, fit, predict_val, task.type, task.metric)
+        covered = covered_rows(net.companion, splits["val"], num_atoms(splits["val"]))
+        choose_weights(net.companion, fit, predict_val, task.type, task.metric, covered)
 
     def evaluate(part: str) -> dict[str, float]:
         result = run([runner], splits[part])

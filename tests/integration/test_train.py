@@ -132,7 +132,7 @@ def test_companion_none_runs_have_no_companion(tmp_path, write_tpsa_csv):
 
 def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp_path, write_tpsa_csv):
     from molsepnorm.inference.evaluate import evaluate_checkpoint
-    from molsepnorm.train.companion import BLEND_WEIGHTS, MIN_VALIDATION_GAIN
+    from molsepnorm.train.companion import BLEND_WEIGHTS, GROUP_BITS, MIN_VALIDATION_GAIN, format_weights
 
     run = tmp_path / "reg"
     result = train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1), out=run, console=False)
@@ -142,16 +142,23 @@ def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp
     assert companion["fitted"] == {"tpsa": True} and companion["molecules"] == 240
     scores = {float(w): mae for w, mae in companion["validation"]["tpsa"].items()}
     assert sorted(scores) == list(BLEND_WEIGHTS)
-    chosen = companion["weights"]["tpsa"]
     best = min(scores, key=scores.get)
     # one epoch of a tiny Graphormer: TPSA's group contributions beat it by far on validation
-    assert best > 0 and scores[best] < (1 - MIN_VALIDATION_GAIN) * scores[0.0] and chosen == best
-    assert result.val["mae"] == pytest.approx(scores[chosen], rel=1e-5)
+    assert best > 0 and scores[best] < (1 - MIN_VALIDATION_GAIN) * scores[0.0]
+    # a second weight for the molecules with an environment the training split lacks, if it pays
+    pair = companion["coverage"]["tpsa"]
+    assert 0 < pair["novel_molecules"] < 30 and pair["score"] <= scores[best]
+    split = pair["score"] < (1 - MIN_VALIDATION_GAIN) * scores[best]
+    chosen = tuple(pair["pair"]) if split else (best, best)
+    assert (companion["weights"]["tpsa"], companion["weights_novel"]["tpsa"]) == chosen
+    assert result.val["mae"] == pytest.approx(pair["score"] if split else scores[best], rel=1e-5)
     assert companion["scores"]["graphormer"]["val"]["mae"] == pytest.approx(scores[0.0], rel=1e-5)
     ckpt = Checkpoint.load(run / "best.pt")
-    assert ckpt.model_config["companion_counts"] == "raw" and ckpt.metrics["companion"]["weights"] == {"tpsa": chosen}
+    assert ckpt.model_config["companion_counts"] == "raw" and ckpt.metrics["companion"]["weights"] == {"tpsa": chosen[0]}
+    assert 0 < ckpt.state_dict["companion.seen"].sum() < GROUP_BITS  # the training split's buckets
     assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
-    assert f"best.pt blends them with weight {chosen:g} on the companion" in (run / "train.log").read_text()
+    assert f"best.pt blends them with weight {format_weights(companion['weights'], companion['weights_novel'])} on " \
+           "the companion" in (run / "train.log").read_text()
 
 
 def test_add_companion_blends_a_model_trained_without_one(tmp_path, write_tpsa_csv):

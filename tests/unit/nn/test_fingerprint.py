@@ -71,6 +71,37 @@ def test_an_unfitted_companion_returns_the_head_unchanged_and_a_fitted_one_blend
     assert torch.allclose(values(logits, batch), 0.75 * logits + 0.25 * own)
 
 
+def test_a_molecule_with_a_novel_substructure_takes_the_novel_weight():
+    """Buckets seen only in ethanol: ethanol is covered and takes ``weight`` (the companion
+    alone), benzene has buckets no training molecule had and takes ``weight_novel`` (the
+    Graphormer alone)."""
+    batch = batch_of("CCO", "c1ccccc1")
+    comp = FingerprintCompanion(BITS, 1, num_tasks=1, blend="value", counts="raw")
+    found = substructure_counts(batch, BITS, 1)
+    comp.seen.copy_((found[0] > 0).float())
+    assert comp.covered(found).tolist() == [True, False]
+    comp.coef.normal_()
+    comp.weight.fill_(1.0)  # fitted, though weight_novel is 0
+    assert comp.fitted
+    outputs = torch.tensor([[2.0], [-1.0]])
+    blended = comp(outputs, batch)
+    assert torch.allclose(blended[0], comp.predict(batch)[0]) and torch.equal(blended[1], outputs[1])
+    comp.weight.zero_()
+    comp.weight_novel.fill_(0.5)  # the other way round: only benzene blends
+    blended = comp(outputs, batch)
+    assert torch.equal(blended[0], outputs[0])
+    assert torch.allclose(blended[1], 0.5 * outputs[1] + 0.5 * comp.predict(batch)[1])
+
+
+def test_a_companion_written_before_coverage_loads_with_one_weight_for_every_molecule():
+    comp = FingerprintCompanion(BITS, 1, num_tasks=2, blend="value", counts="raw")
+    old = {"coef": torch.randn(BITS, 2), "intercept": torch.zeros(2), "weight": torch.tensor([0.5, 0.0])}
+    comp.load_state_dict(old)
+    assert comp.seen.min() == 1 and comp.weight_novel.tolist() == [0.5, 0.0]
+    batch = batch_of("CCO", "c1ccccc1")
+    assert comp.covered(substructure_counts(batch, BITS, 1)).all()
+
+
 def test_blend_must_be_known():
     with pytest.raises(ValueError, match="blend must be one of"):
         FingerprintCompanion(BITS, 2, 1, blend="mean")

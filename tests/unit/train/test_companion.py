@@ -17,6 +17,7 @@ from molsepnorm.nn.fingerprint import FingerprintCompanion
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_RADIUS,
                                         MIN_VALIDATION_GAIN, CompanionFit, choose_weights, companion_model_keys,
+                                        covered_rows,
                                         fit_companion, resolve_companion, ridge, substructure_features)
 
 
@@ -139,6 +140,41 @@ def test_a_weight_must_beat_the_graphormer_alone_by_the_minimum_gain(gain, chose
     assert "b" not in fit.validation
 
 
+@pytest.mark.parametrize("novel_error, weights", [(1.01, (1.0, 1.0)), (1.1, (1.0, 0.0))])
+def test_molecules_with_novel_substructures_get_their_own_weight_when_validation_says_so(novel_error, weights):
+    """Half the validation molecules are covered. The Graphormer errs by 1 on all; the
+    companion by 0.5 on covered ones and by ``novel_error`` on the others. The single best
+    weight is 1 (MAE 0.75 + novel_error / 2 - 0.5); the pair (1, 0) gives 0.75. With
+    ``novel_error`` 1.01 that is 0.7 % better: kept as one weight; with 1.1, 6 %: split."""
+    companion = FingerprintCompanion(8, 1, 1, "value", "raw")
+    y = np.linspace(-2.0, 2.0, 40)[:, None]
+    covered = np.arange(40) % 2 == 0
+
+    def predict():
+        assert torch.equal(companion.weight, companion.weight_novel)  # the models alone: one weight for all
+        error = np.where(covered, 0.5, novel_error)[:, None] if companion.weight[0] == 1 else 1.0
+        return y, y + error
+
+    fit = CompanionFit(kind="fingerprint", weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=40,
+                       fitted={"a": True}, seconds=0.0)
+    choose_weights(companion, fit, predict, "regression", "mae", covered)
+    assert (fit.coverage["a"]["novel_molecules"], fit.coverage["a"]["pair"]) == (20, [1.0, 0.0])
+    assert fit.coverage["a"]["score"] == pytest.approx(0.75)
+    assert (fit.weights["a"], fit.weights_novel["a"]) == weights
+    assert (companion.weight.item(), companion.weight_novel.item()) == weights
+
+
+def test_coverage_reads_the_buckets_of_the_training_split(tmp_path, write_tpsa_csv):
+    splits = splits_of(write_tpsa_csv(tmp_path / "tpsa.csv", n=400))
+    model = model_with_companion("regression")
+    fit_companion(model.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"])
+    assert covered_rows(model.companion, splits.train, num_atoms(splits.train)).all()
+    val = covered_rows(model.companion, splits.val, num_atoms(splits.val))
+    assert 0 < val.sum() < len(val)  # NCI's molecules: some have an environment the training split lacks
+    model.companion.seen.fill_(1.0)
+    assert covered_rows(model.companion, splits.val, num_atoms(splits.val)).all()
+
+
 def test_the_logistic_companion_separates_polar_molecules_and_blends_evenly(tmp_path, write_tpsa_csv):
     splits = splits_of(write_tpsa_csv(tmp_path / "polar.csv", n=1000, binary=True))
     model = model_with_companion("binary").eval()
@@ -148,7 +184,7 @@ def test_the_logistic_companion_separates_polar_molecules_and_blends_evenly(tmp_
     assert fit.fitted == {"polar": True} and model.companion.weight.tolist() == [0.5]
     out = run([runner], splits.test)
     y = out.targets[:, 0]
-    model.companion.weight.fill_(1.0)
+    model.companion.set_weights(1.0)
     own = run([runner], splits.test).values[0, :, 0]
     assert roc_auc_score(y, own) > 0.9
     np.testing.assert_allclose(out.values[0, :, 0], 0.5 * alone + 0.5 * own, atol=1e-5)
