@@ -5,9 +5,11 @@ Graphormer alone is what is read), the script fits linear models on the hashed
 substructure counts of the run's own training split (:func:`molsepnorm.train.companion.
 substructure_features`; the same hash the companion uses) and scores, on the run's
 validation and test splits, the Graphormer alone, each linear model alone and their blends
-``(1 - w) * Graphormer + w * linear``. Variants: the largest substructure radius, the
-counts as they are (``raw``: a group-contribution model) or as ``log(1 + count)`` (the
-classification companion's features), and the ridge penalty per training molecule.
+``(1 - w) * Graphormer + w * linear``, also with one weight for the molecules whose every
+substructure occurs in the training split and another for the rest. Variants: the largest
+substructure radius, the counts as they are (``raw``: a group-contribution model) or as
+``log(1 + count)`` (the classification companion's features), and the ridge penalty per
+training molecule.
 
 Nothing is trained and no checkpoint is changed. Test figures are printed beside the
 validation figures so that selection rules can be compared after the fact; the rule the
@@ -42,7 +44,7 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
         raise SystemExit(f"{checkpoint}: the screen reads single-target regression models")
     net = ckpt.build_model().eval()
     if net.companion is not None:
-        net.companion.weight.zero_()  # the Graphormer alone
+        net.companion.set_weights(0.0)  # the Graphormer alone
     runner = Runner(net, "regression", ckpt.target_scaling)
     parts = {}
     for part in ("train", "val", "test"):
@@ -56,6 +58,9 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
         for kind in counts:
             X = {p: substructure_features(parts[p]["graphs"], num_atoms(parts[p]["graphs"]), bits, radius,
                                           counts=kind)[0] for p in parts}
+            # covered: every bucket of the molecule occurs in the training split (the library's rule)
+            seen = np.asarray((X["train"] != 0).sum(0)).ravel() > 0
+            covered = {p: (X[p] != 0).astype(float) @ (~seen).astype(float) == 0 for p in ("val", "test")}
             for l2 in l2s:
                 model = Ridge(alpha=l2 * len(y_train)).fit(X["train"], y_train)
                 own = {p: model.predict(X[p]) for p in ("val", "test")}
@@ -63,23 +68,36 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
                     key = f"r{radius}-{kind}-l2={l2:g}-w={w:g}"
                     result["variants"][key] = {
                         p: mae((1 - w) * parts[p]["pred"] + w * own[p], parts[p]["y"]) for p in ("val", "test")}
+                    for w_novel in weights:  # (covered, novel) pairs
+                        ws = {p: np.where(covered[p], w, w_novel) for p in ("val", "test")}
+                        result["variants"][f"{key}/{w_novel:g}"] = {
+                            p: mae((1 - ws[p]) * parts[p]["pred"] + ws[p] * own[p], parts[p]["y"])
+                            for p in ("val", "test")}
     return result
 
 
-def summary(results: dict, radius: int, kind: str, l2: float, min_gain: float) -> None:
-    """Per checkpoint: the Graphormer alone, and the blend whose weight validation chooses by
-    the library's rule (:func:`molsepnorm.train.companion.pick_weight`, with ``min_gain``)."""
-    from molsepnorm.train.companion import BLEND_WEIGHTS, pick_weight
+def summary(results: dict, radius: int, kind: str, l2: float, min_gain: float, coverage: bool) -> None:
+    """Per checkpoint: the Graphormer alone, and the blend whose weights validation chooses by
+    the library's rule (:func:`molsepnorm.train.companion.pick_weights`, with ``min_gain``;
+    ``coverage``: a second weight for molecules with a novel substructure, where the JSON
+    has the pairs)."""
+    from molsepnorm.train.companion import BLEND_WEIGHTS, pick_weights
 
     print(f"rule: radius {radius}, {kind} counts, l2 {l2:g}, weights {list(BLEND_WEIGHTS)}, "
-          f"minimum validation gain {min_gain:g}")
-    print(f"{'checkpoint':70s} {'Graphormer val/test':>20s} {'weight':>6s} {'blend val/test':>16s} "
+          f"minimum validation gain {min_gain:g}, {'a weight for novel molecules' if coverage else 'one weight'}")
+    print(f"{'checkpoint':70s} {'Graphormer val/test':>20s} {'weights':>9s} {'blend val/test':>16s} "
           f"{'linear alone test':>18s}")
     for name, res in results.items():
-        variants = {w: res["variants"][f"r{radius}-{kind}-l2={l2:g}-w={w:g}"] for w in BLEND_WEIGHTS}
-        chosen = pick_weight({w: v["val"] for w, v in variants.items()}, higher_is_better=False, min_gain=min_gain)
-        blend = variants[chosen]
-        print(f"{name[-70:]:70s} {res['graphormer']['val']:9.4f}/{res['graphormer']['test']:<9.4f} {chosen:6g} "
+        prefix = f"r{radius}-{kind}-l2={l2:g}-w="
+        variants = {w: res["variants"][f"{prefix}{w:g}"] for w in BLEND_WEIGHTS}
+        pairs = {}
+        if coverage and f"{prefix}0/0" in res["variants"]:
+            pairs = {(a, b): res["variants"][f"{prefix}{a:g}/{b:g}"] for a in BLEND_WEIGHTS for b in BLEND_WEIGHTS}
+        chosen = pick_weights({w: v["val"] for w, v in variants.items()}, {k: v["val"] for k, v in pairs.items()},
+                              higher_is_better=False, min_gain=min_gain)
+        blend = pairs[chosen] if chosen[0] != chosen[1] else variants[chosen[0]]
+        text = f"{chosen[0]:g}" if chosen[0] == chosen[1] else f"{chosen[0]:g}/{chosen[1]:g}"
+        print(f"{name[-70:]:70s} {res['graphormer']['val']:9.4f}/{res['graphormer']['test']:<9.4f} {text:>9s} "
               f"{blend['val']:8.4f}/{blend['test']:<7.4f} {variants[1.0]['test']:18.4f}")
 
 
@@ -95,6 +113,8 @@ def main() -> None:
     parser.add_argument("--summary", type=Path, nargs="+", help="print the rule's choice from earlier JSON files")
     parser.add_argument("--rule", nargs=3, default=["1", "raw", "1e-5"], metavar=("RADIUS", "COUNTS", "L2"))
     parser.add_argument("--min-gain", type=float, default=None, help="default: the library's MIN_VALIDATION_GAIN")
+    parser.add_argument("--one-weight", action="store_true",
+                        help="summary: one weight for every molecule (the rule before session 38)")
     args = parser.parse_args()
     from molsepnorm.train.companion import BLEND_WEIGHTS, MIN_VALIDATION_GAIN
 
@@ -103,7 +123,7 @@ def main() -> None:
         for path in args.summary:
             results.update(json.loads(path.read_text()))
         min_gain = MIN_VALIDATION_GAIN if args.min_gain is None else args.min_gain
-        summary(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), min_gain)
+        summary(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), min_gain, not args.one_weight)
         return
     results = {}
     for checkpoint in args.checkpoints:
