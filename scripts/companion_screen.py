@@ -81,7 +81,7 @@ def summary(results: dict, radius: int, kind: str, l2: float, min_gain: float, c
     the library's rule (:func:`molsepnorm.train.companion.pick_weights`, with ``min_gain``;
     ``coverage``: a second weight for molecules with a novel substructure, where the JSON
     has the pairs)."""
-    from molsepnorm.train.companion import BLEND_WEIGHTS, pick_weights
+    from molsepnorm.train.companion import BLEND_PAIRS, BLEND_WEIGHTS, pick_weights
 
     print(f"rule: radius {radius}, {kind} counts, l2 {l2:g}, weights {list(BLEND_WEIGHTS)}, "
           f"minimum validation gain {min_gain:g}, {'a weight for novel molecules' if coverage else 'one weight'}")
@@ -92,7 +92,7 @@ def summary(results: dict, radius: int, kind: str, l2: float, min_gain: float, c
         variants = {w: res["variants"][f"{prefix}{w:g}"] for w in BLEND_WEIGHTS}
         pairs = {}
         if coverage and f"{prefix}0/0" in res["variants"]:
-            pairs = {(a, b): res["variants"][f"{prefix}{a:g}/{b:g}"] for a in BLEND_WEIGHTS for b in BLEND_WEIGHTS}
+            pairs = {(a, b): res["variants"][f"{prefix}{a:g}/{b:g}"] for a, b in BLEND_PAIRS}
         chosen = pick_weights({w: v["val"] for w, v in variants.items()}, {k: v["val"] for k, v in pairs.items()},
                               higher_is_better=False, min_gain=min_gain)
         blend = pairs[chosen] if chosen[0] != chosen[1] else variants[chosen[0]]

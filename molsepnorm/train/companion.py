@@ -47,6 +47,9 @@ GROUP_RADIUS = 1  # every atom alone and with its bonded neighbours: the atom ty
 GROUP_L2 = 1e-5  # L2 penalty per training molecule: light, the counts are few and exact
 #: the blend weights :func:`choose_weights` tries for a regression target
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: the (covered, novel) weight pairs :func:`choose_weights` tries: never more weight on the
+#: linear model for a molecule with a substructure it has not seen than for one it has seen whole
+BLEND_PAIRS = tuple((a, b) for a in BLEND_WEIGHTS for b in BLEND_WEIGHTS if b <= a)
 #: a weight above 0 must improve the validation metric by this fraction of its value without
 #: the companion; a smaller difference is within a validation split's noise
 MIN_VALIDATION_GAIN = 0.02
@@ -238,9 +241,9 @@ def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
     Graphormer alone (:func:`pick_weight`); otherwise that target is predicted by the
     Graphormer alone. Then, with ``covered`` ((N,) bool: the validation molecules whose every
     substructure occurs in the training split, :func:`covered_rows`), the best pair of
-    weights, one for covered molecules and one for the others, from the same list: it
-    replaces the single weight only when it improves the metric by at least
-    :data:`MIN_VALIDATION_GAIN` of the single weight's value.
+    weights, one for covered molecules and a lower or equal one for the others
+    (:data:`BLEND_PAIRS`): it replaces the single weight only when it improves the metric
+    by at least :data:`MIN_VALIDATION_GAIN` of the single weight's value.
 
     ``predict() -> (targets, predictions)`` (N, T) runs the model on the validation split
     (it is called twice: companion weight 0, then 1; the blend of any other weight is their
@@ -267,7 +270,7 @@ def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
         fit.validation[name] = {f"{w:g}": float(value) for w, value in scores.items()}
         pairs = {}
         if covered is not None and 0 < covered.sum() < len(covered):
-            pairs = {(a, b): score(np.where(covered, a, b)) for a in BLEND_WEIGHTS for b in BLEND_WEIGHTS}
+            pairs = {(a, b): score(np.where(covered, a, b)) for a, b in BLEND_PAIRS}
             best = max(pairs, key=lambda pair: pairs[pair] if higher else -pairs[pair])
             fit.coverage[name] = {"novel_molecules": int((~covered).sum()), "pair": list(best),
                                   "score": float(pairs[best])}

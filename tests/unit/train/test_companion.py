@@ -140,26 +140,34 @@ def test_a_weight_must_beat_the_graphormer_alone_by_the_minimum_gain(gain, chose
     assert "b" not in fit.validation
 
 
-@pytest.mark.parametrize("novel_error, weights", [(1.01, (1.0, 1.0)), (1.1, (1.0, 0.0))])
-def test_molecules_with_novel_substructures_get_their_own_weight_when_validation_says_so(novel_error, weights):
+@pytest.mark.parametrize("covered_error, novel_error, pair, score, weights", [
+    (0.5, 1.01, (1.0, 0.0), 0.75, (1.0, 1.0)),
+    (0.5, 1.1, (1.0, 0.0), 0.75, (1.0, 0.0)),
+    (1.1, 0.5, (1.0, 1.0), 0.8, (1.0, 1.0)),
+])
+def test_molecules_with_novel_substructures_get_their_own_weight_when_validation_says_so(
+        covered_error, novel_error, pair, score, weights):
     """Half the validation molecules are covered. The Graphormer errs by 1 on all; the
-    companion by 0.5 on covered ones and by ``novel_error`` on the others. The single best
-    weight is 1 (MAE 0.75 + novel_error / 2 - 0.5); the pair (1, 0) gives 0.75. With
-    ``novel_error`` 1.01 that is 0.7 % better: kept as one weight; with 1.1, 6 %: split."""
+    companion by ``covered_error`` on covered ones and by ``novel_error`` on the others.
+    With 0.5 and 1.01 the single best weight is 1 (MAE 0.755) and the pair (1, 0) gives
+    0.75, 0.7 % better: kept as one weight; with 0.5 and 1.1 (single 0.8), 6 % better:
+    split. With 1.1 and 0.5 the pair (0, 1) would give 0.75, but a molecule with a novel
+    substructure never takes more of the companion than a covered one: the best allowed
+    pair is the single weight 1 (0.8)."""
     companion = FingerprintCompanion(8, 1, 1, "value", "raw")
     y = np.linspace(-2.0, 2.0, 40)[:, None]
     covered = np.arange(40) % 2 == 0
 
     def predict():
         assert torch.equal(companion.weight, companion.weight_novel)  # the models alone: one weight for all
-        error = np.where(covered, 0.5, novel_error)[:, None] if companion.weight[0] == 1 else 1.0
+        error = np.where(covered, covered_error, novel_error)[:, None] if companion.weight[0] == 1 else 1.0
         return y, y + error
 
     fit = CompanionFit(kind="fingerprint", weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=40,
                        fitted={"a": True}, seconds=0.0)
     choose_weights(companion, fit, predict, "regression", "mae", covered)
-    assert (fit.coverage["a"]["novel_molecules"], fit.coverage["a"]["pair"]) == (20, [1.0, 0.0])
-    assert fit.coverage["a"]["score"] == pytest.approx(0.75)
+    assert (fit.coverage["a"]["novel_molecules"], tuple(fit.coverage["a"]["pair"])) == (20, pair)
+    assert fit.coverage["a"]["score"] == pytest.approx(score)
     assert (fit.weights["a"], fit.weights_novel["a"]) == weights
     assert (companion.weight.item(), companion.weight_novel.item()) == weights
 
