@@ -160,19 +160,14 @@ class FingerprintCompanion(nn.Module):
     def fitted(self) -> bool:
         return bool((self.weight != 0).any() or (self.weight_novel != 0).any())
 
-    def _transform(self, counts: Tensor) -> Tensor:
-        return torch.log1p(counts) if self.counts == "log" else counts
-
-    def features(self, batch) -> Tensor:
-        """(B, bits): ``log(1 + counts)`` or the counts (``self.counts``)."""
-        return self._transform(substructure_counts(batch, self.bits, self.radius))
-
     def predict(self, batch) -> Tensor:
         """(B, T): the companion's own outputs (logits or standardized values)."""
         return self._own(substructure_counts(batch, self.bits, self.radius))
 
     def _own(self, counts: Tensor) -> Tensor:
-        return self._transform(counts) @ self.coef + self.intercept
+        """(B, T) from (B, bits) counts: the linear model on ``log(1 + counts)`` or the counts."""
+        features = torch.log1p(counts) if self.counts == "log" else counts
+        return features @ self.coef + self.intercept
 
     def covered(self, counts: Tensor) -> Tensor:
         """(B,) bool: every bucket of the (B, bits) ``counts`` is seen in the training split."""

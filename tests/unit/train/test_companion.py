@@ -17,7 +17,7 @@ from molsepnorm.nn.fingerprint import FingerprintCompanion
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_RADIUS,
                                         MIN_VALIDATION_GAIN, CompanionFit, choose_weights, companion_model_keys,
-                                        covered_rows,
+                                        covered_rows, format_weights,
                                         fit_companion, resolve_companion, ridge, substructure_features)
 
 
@@ -170,6 +170,14 @@ def test_molecules_with_novel_substructures_get_their_own_weight_when_validation
     assert fit.coverage["a"]["score"] == pytest.approx(score)
     assert (fit.weights["a"], fit.weights_novel["a"]) == weights
     assert (companion.weight.item(), companion.weight_novel.item()) == weights
+
+
+def test_format_weights_names_the_novel_weight_only_when_it_differs():
+    assert format_weights({"a": 0.5}) == "0.5"
+    assert format_weights({"a": 0.5}, {"a": 0.5}) == "0.5"
+    assert format_weights({"a": 1.0}, {"a": 0.25}) == "1 (0.25 for a molecule with a novel substructure)"
+    assert format_weights({"a": 1.0, "b": 0.0}, {"a": 0.25, "b": 0.0}) == \
+        "a 1, b 0 (a 0.25, b 0 for a molecule with a novel substructure)"
 
 
 def test_coverage_reads_the_buckets_of_the_training_split(tmp_path, write_tpsa_csv):
