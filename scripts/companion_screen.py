@@ -17,6 +17,7 @@ library uses (:func:`molsepnorm.train.companion.choose_weights`) reads validatio
 
     python scripts/companion_screen.py runs/a/best.pt runs/b/best.pt --out screen.json
     python scripts/companion_screen.py --summary screen.json
+    python scripts/companion_screen.py --summary screen.json --by-coverage test
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
     from molsepnorm.checkpoint import Checkpoint, checkpoint_data
     from molsepnorm.data.columns import num_atoms
     from molsepnorm.inference.runner import Runner, run
-    from molsepnorm.train.companion import substructure_features
+    from molsepnorm.train.companion import covered_by, substructure_features
 
     torch.set_num_threads(threads)
     ckpt = Checkpoint.load(checkpoint)
@@ -52,7 +53,8 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
         out = run([runner], graphs)
         parts[part] = {"graphs": graphs, "pred": out.values[0][:, 0], "y": out.targets[:, 0]}
     mae = lambda a, b: float(np.mean(np.abs(a - b)))  # noqa: E731
-    result = {"graphormer": {p: mae(parts[p]["pred"], parts[p]["y"]) for p in ("val", "test")}, "variants": {}}
+    result = {"graphormer": {p: mae(parts[p]["pred"], parts[p]["y"]) for p in ("val", "test")}, "variants": {},
+              "by_coverage": {}}
     y_train = parts["train"]["y"]
     for radius in radii:
         for kind in counts:
@@ -60,10 +62,12 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
                                           counts=kind)[0] for p in parts}
             # covered: every bucket of the molecule occurs in the training split (the library's rule)
             seen = np.asarray((X["train"] != 0).sum(0)).ravel() > 0
-            covered = {p: (X[p] != 0).astype(float) @ (~seen).astype(float) == 0 for p in ("val", "test")}
+            covered = {p: covered_by(X[p], seen) for p in ("val", "test")}
             for l2 in l2s:
                 model = Ridge(alpha=l2 * len(y_train)).fit(X["train"], y_train)
                 own = {p: model.predict(X[p]) for p in ("val", "test")}
+                result["by_coverage"][f"r{radius}-{kind}-l2={l2:g}"] = {
+                    p: by_coverage(parts[p]["pred"], own[p], parts[p]["y"], covered[p]) for p in ("val", "test")}
                 for w in weights:
                     key = f"r{radius}-{kind}-l2={l2:g}-w={w:g}"
                     result["variants"][key] = {
@@ -74,6 +78,34 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
                             p: mae((1 - ws[p]) * parts[p]["pred"] + ws[p] * own[p], parts[p]["y"])
                             for p in ("val", "test")}
     return result
+
+
+def by_coverage(graphormer: np.ndarray, linear: np.ndarray, y: np.ndarray, covered: np.ndarray) -> dict:
+    """MAE of each model alone on the covered molecules, the novel ones and all, with the counts."""
+    groups = {"covered": covered, "novel": ~covered, "all": np.ones_like(covered)}
+    out = {"molecules": {g: int(rows.sum()) for g, rows in groups.items()}}
+    for model, pred in (("graphormer", graphormer), ("linear", linear)):
+        out[model] = {g: float(np.mean(np.abs(pred[rows] - y[rows]))) if rows.any() else None
+                      for g, rows in groups.items()}
+    return out
+
+
+def coverage_table(results: dict, radius: int, kind: str, l2: float, part: str) -> None:
+    """Per checkpoint: the ``part`` MAE of the Graphormer and of the linear model alone on the
+    molecules whose every substructure occurs in the training split, the others, and all."""
+    key = f"r{radius}-{kind}-l2={l2:g}"
+    print(f"{part} MAE by coverage: radius {radius}, {kind} counts, l2 {l2:g} (linear / Graphormer)")
+    print(f"{'checkpoint':70s} {'covered':>22s} {'novel':>22s} {'all':>22s}")
+    for name, res in results.items():
+        if key not in res.get("by_coverage", {}):
+            raise SystemExit(f"{name}: no coverage figures for {key} (rerun the screen with these variants)")
+        table = res["by_coverage"][key][part]
+        cells = []
+        for group in ("covered", "novel", "all"):
+            lin, gra = table["linear"][group], table["graphormer"][group]
+            figures = "-" if lin is None else f"{lin:.4f} / {gra:.4f}"
+            cells.append(f"({table['molecules'][group]}) {figures}")
+        print(f"{name[-70:]:70s} {cells[0]:>22s} {cells[1]:>22s} {cells[2]:>22s}")
 
 
 def summary(results: dict, radius: int, kind: str, l2: float, min_gain: float, coverage: bool) -> None:
@@ -115,6 +147,8 @@ def main() -> None:
     parser.add_argument("--min-gain", type=float, default=None, help="default: the library's MIN_VALIDATION_GAIN")
     parser.add_argument("--one-weight", action="store_true",
                         help="summary: one weight for every molecule (the rule before session 38)")
+    parser.add_argument("--by-coverage", choices=["val", "test"],
+                        help="summary: each model's MAE on covered and novel molecules of this split")
     args = parser.parse_args()
     from molsepnorm.train.companion import BLEND_WEIGHTS, MIN_VALIDATION_GAIN
 
@@ -122,6 +156,9 @@ def main() -> None:
         results = {}
         for path in args.summary:
             results.update(json.loads(path.read_text()))
+        if args.by_coverage:
+            coverage_table(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), args.by_coverage)
+            return
         min_gain = MIN_VALIDATION_GAIN if args.min_gain is None else args.min_gain
         summary(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), min_gain, not args.one_weight)
         return

@@ -268,13 +268,14 @@ def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
 
         scores = {w: score(w) for w in BLEND_WEIGHTS}
         fit.validation[name] = {f"{w:g}": float(value) for w, value in scores.items()}
-        pairs = {}
+        best_pair = {}
         if covered is not None and 0 < covered.sum() < len(covered):
             pairs = {(a, b): score(np.where(covered, a, b)) for a, b in BLEND_PAIRS}
-            best = max(pairs, key=lambda pair: pairs[pair] if higher else -pairs[pair])
+            best = best_of(pairs, higher)
+            best_pair = {best: pairs[best]}
             fit.coverage[name] = {"novel_molecules": int((~covered).sum()), "pair": list(best),
                                   "score": float(pairs[best])}
-        chosen, novel = pick_weights(scores, pairs, higher)
+        chosen, novel = pick_weights(scores, best_pair, higher)
         companion.weight[t] = chosen
         companion.weight_novel[t] = novel
         fit.weights[name] = chosen
@@ -285,8 +286,18 @@ def covered_rows(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: 
     """(M,) bool, in input order: the ``graphs`` whose every substructure bucket occurs in the
     companion's training split (its ``seen`` buffer; the graphs need targets ``y``)."""
     X, _ = substructure_features(graphs, sizes, companion.bits, companion.radius, counts="raw")
-    unseen = (companion.seen.cpu().numpy() == 0).astype(np.float64)
-    return (X != 0).astype(np.float64) @ unseen == 0
+    return covered_by(X, companion.seen.cpu().numpy() != 0)
+
+
+def covered_by(X: Any, seen: np.ndarray) -> np.ndarray:
+    """(M,) bool: the rows of ``X`` ((M, bits) substructure counts, dense or scipy sparse) with
+    no count in a bucket outside ``seen`` ((bits,) bool: the buckets of the training split)."""
+    return np.asarray((X != 0).astype(np.float64) @ (~seen).astype(np.float64)).ravel() == 0
+
+
+def best_of(scores: dict[Any, float], higher_is_better: bool) -> Any:
+    """The key of the best value in ``scores`` (the first of equals)."""
+    return max(scores, key=lambda key: scores[key] if higher_is_better else -scores[key])
 
 
 def pick_weight(scores: dict[float, float], higher_is_better: bool,
@@ -294,7 +305,7 @@ def pick_weight(scores: dict[float, float], higher_is_better: bool,
     """The blend weight of :func:`choose_weights`' rule from ``{weight: validation metric}``:
     the best weight (the first of equals), or 0 when it improves on weight 0 by less than
     ``min_gain`` of weight 0's value."""
-    best = max(scores, key=lambda w: scores[w] if higher_is_better else -scores[w])
+    best = best_of(scores, higher_is_better)
     return best if relative_gain(scores[0.0], scores[best], higher_is_better) >= min_gain else 0.0
 
 
@@ -306,7 +317,7 @@ def pick_weights(scores: dict[float, float], pairs: dict[tuple[float, float], fl
     least ``min_gain`` of its value."""
     chosen = pick_weight(scores, higher_is_better, min_gain)
     if pairs:
-        best = max(pairs, key=lambda pair: pairs[pair] if higher_is_better else -pairs[pair])
+        best = best_of(pairs, higher_is_better)
         if relative_gain(scores[chosen], pairs[best], higher_is_better) >= min_gain:
             return best
     return chosen, chosen

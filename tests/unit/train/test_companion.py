@@ -17,7 +17,7 @@ from molsepnorm.nn.fingerprint import FingerprintCompanion
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_RADIUS,
                                         MIN_VALIDATION_GAIN, CompanionFit, choose_weights, companion_model_keys,
-                                        covered_rows, format_weights,
+                                        covered_by, covered_rows, format_weights,
                                         fit_companion, resolve_companion, ridge, substructure_features)
 
 
@@ -221,3 +221,13 @@ def test_weight_must_be_in_the_unit_interval(tmp_path, write_tpsa_csv):
     with pytest.raises(MolsepnormError, match=r"train.companion_weight must be in \(0, 1\] or 'auto'"):
         fit_companion(model_with_companion("binary").companion, splits.train, num_atoms(splits.train), "binary",
                       ["polar"], weight=0.0)
+
+
+def test_covered_by_reads_dense_and_sparse_counts_alike():
+    from scipy.sparse import csr_matrix
+
+    counts = np.array([[2, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 3]], dtype=float)
+    seen = np.array([True, False, True, False])
+    for X in (counts, csr_matrix(counts)):
+        assert covered_by(X, seen).tolist() == [True, False, False]
+    assert covered_by(counts, np.ones(4, dtype=bool)).all()
