@@ -9,9 +9,11 @@ them per target, of a kind that depends on the task:
   0..2 (ECFP4-like, 2,048 buckets), penalty :data:`COMPANION_L2` per training molecule
   (``C = 1 / (l2 n)``), blended with weight 0.5;
 * regression: a group-contribution model, ridge regression (:func:`ridge`) on the raw
-  counts of every atom's environment of radius 0 and 1 (16,384 buckets) with a light
-  penalty (:data:`GROUP_L2` per molecule, ``alpha = l2 n``) on the standardized targets.
-  Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
+  counts of every atom's environment (16,384 buckets) with a light penalty
+  (:data:`GROUP_L2` per molecule, ``alpha = l2 n``) on the standardized targets. The
+  environments are the atoms alone (radius 0) or with their bonded neighbours as well
+  (radius 0 and 1), whichever predicts the validation split better (:data:`GROUP_RADII`;
+  docs/accuracy.md, "The group-contribution radius"). Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
   on a property that is a sum of atom contributions it wins (Crippen logP); on others the
   validation split usually keeps the Graphormer alone (docs/accuracy.md, "A
   group-contribution companion for regression"). Validation may also give a molecule with
@@ -19,7 +21,7 @@ them per target, of a kind that depends on the task:
   price) a weight of its own (docs/accuracy.md, "Blend weights by coverage").
 
 The fit reads the training split only; the validation split chooses a regression
-blend's weight, as it chooses the epoch; the test split plays no part.
+companion's radius and blend weight, as it chooses the epoch; the test split plays no part.
 """
 from __future__ import annotations
 
@@ -43,7 +45,11 @@ COMPANION_RADIUS = 2  # substructures of radius 0..2 (ECFP4)
 COMPANION_L2 = 0.003  # L2 penalty per training molecule (docs/accuracy.md, "A fingerprint companion")
 COMPANION_WEIGHT = 0.5  # binary targets: the blend weight of train.companion_weight "auto"
 GROUP_BITS = 16_384  # regression: buckets; the radius-1 environments of a data set seldom collide in them
-GROUP_RADIUS = 1  # every atom alone and with its bonded neighbours: the atom types of group-contribution methods
+GROUP_RADIUS = 1  # the largest radius a regression companion is built with (its model config)
+#: the radii a regression companion tries, chosen on validation (:func:`fit_companion`): every
+#: atom alone (the atom types of Ertl's polar surface area) or with its bonded neighbours
+#: (those of Crippen's logP); counts of radius 0..R
+GROUP_RADII = (0, 1)
 GROUP_L2 = 1e-5  # L2 penalty per training molecule: light, the counts are few and exact
 #: the blend weights :func:`choose_weights` tries for a regression target
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -94,6 +100,9 @@ class CompanionFit:
     fitted: dict[str, bool]
     seconds: float
     weights: dict[str, float] = field(default_factory=dict)  # per target: the blend weight best.pt uses
+    # regression with weight "auto": the validation MAE (standardized targets, mean over
+    # targets) of the linear model alone at each radius tried; ``radius`` is the best
+    radii: dict[str, float] = field(default_factory=dict)
     # per target: the blend weight for a molecule with a substructure no training molecule has
     weights_novel: dict[str, float] = field(default_factory=dict)
     # per target, with weight "auto" on regression: the validation metric of every weight tried
@@ -145,7 +154,7 @@ def substructure_features(graphs: Sequence[Any], sizes: Sequence[int], bits: int
 
 def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence[int], task: str,
                   target_names: Sequence[str], weight: Union[float, str] = "auto", scaler: Optional[Any] = None,
-                  l2: Optional[float] = None) -> CompanionFit:
+                  l2: Optional[float] = None, val: Optional[tuple[Sequence[Any], Sequence[int]]] = None) -> CompanionFit:
     """Fit ``companion``'s coefficients on the training ``graphs`` and set its blend weight.
 
     Args:
@@ -159,6 +168,11 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         scaler: the run's target standardization (regression), or None.
         l2: the L2 penalty per training molecule (default :data:`COMPANION_L2` for binary
             targets, :data:`GROUP_L2` for regression).
+        val: the validation split (graphs with targets, atom counts). With regression and
+            weight ``"auto"``, a linear model is fitted at every radius of
+            :data:`GROUP_RADII` and the one with the lowest validation MAE is kept:
+            ``companion.radius`` changes, and the caller stores it in the model config
+            (``companion_radius``) that rebuilds the checkpoint.
     """
     if weight != "auto" and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1):
         raise MolsepnormError(f"train.companion_weight must be in (0, 1] or 'auto', got {weight!r}")
@@ -169,40 +183,75 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
     if l2 is None:
         l2 = COMPANION_L2 if task == "binary" else GROUP_L2
     start = time.perf_counter()
-    X, y = substructure_features(graphs, sizes, companion.bits, companion.radius, counts=companion.counts)
-    if task == "regression" and scaler is not None:
-        y = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
-    fitted: dict[str, bool] = {}
+    choose = task == "regression" and weight == "auto" and val is not None
+    radii = GROUP_RADII if choose else (companion.radius,)
+    scores: dict[str, float] = {}
+    best: Optional[tuple[float, int, Any, dict[str, bool], np.ndarray, np.ndarray]] = None
+    for radius in radii:
+        X, y = substructure_features(graphs, sizes, companion.bits, radius, counts=companion.counts)
+        if task == "regression" and scaler is not None:
+            y = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
+        fitted, coef, intercept = _fit_linear(X, y, task, target_names, l2)
+        score = 0.0
+        if choose:
+            assert val is not None
+            X_val, y_val = substructure_features(val[0], val[1], companion.bits, radius, counts=companion.counts)
+            if scaler is not None:
+                y_val = scaler.transform(torch.as_tensor(y_val, dtype=torch.float32)).double().numpy()
+            errors = np.abs(np.asarray(X_val @ coef) + intercept - y_val)  # (N, T)
+            per_target = [float(np.nanmean(errors[:, t])) for t, name in enumerate(target_names)
+                          if fitted[name] and np.isfinite(errors[:, t]).any()]
+            score = float(np.mean(per_target)) if per_target else 0.0
+            scores[str(radius)] = score
+        if best is None or score < best[0]:
+            best = (score, radius, X, fitted, coef, intercept)
+    assert best is not None
+    _, radius, X, fitted, coef, intercept = best
+    for t, name in enumerate(target_names):
+        if not fitted[name]:
+            n = int(np.isfinite(y[:, t]).sum())
+            log.warning("companion: target %s has %s in the training split: not fitted, the Graphormer alone "
+                        "predicts it", name, "no labels" if n == 0 else "one class only")
     device = companion.coef.device
     companion.reset_parameters()
+    companion.radius = radius
     seen = np.zeros(companion.bits, dtype=np.float32)
     seen[np.unique(X.indices)] = 1.0
     companion.seen.copy_(torch.as_tensor(seen, device=device))
+    companion.coef.copy_(torch.as_tensor(coef, dtype=companion.coef.dtype, device=device))
+    companion.intercept.copy_(torch.as_tensor(intercept, dtype=companion.intercept.dtype, device=device))
+    companion.set_weights(torch.as_tensor([blend if fitted[name] else 0.0 for name in target_names]))
+    weights = {name: float(companion.weight[t]) for t, name in enumerate(target_names)}
+    return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=companion.radius,
+                        counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
+                        seconds=time.perf_counter() - start, weights=weights, weights_novel=dict(weights),
+                        radii=scores)
+
+
+def _fit_linear(X: Any, y: np.ndarray, task: str, target_names: Sequence[str],
+                l2: float) -> tuple[dict[str, bool], np.ndarray, np.ndarray]:
+    """Per target, a linear model on the (M, bits) features ``X`` and the labelled rows of
+    ``y`` (M, T): ``(fitted, coef (bits, T), intercept (T,))``; a target with no labels, or a
+    binary one with one class, is not fitted (zero coefficients; the caller says so)."""
+    fitted: dict[str, bool] = {}
+    coef = np.zeros((X.shape[1], len(target_names)))
+    intercept = np.zeros(len(target_names))
     for t, name in enumerate(target_names):
         rows = np.isfinite(y[:, t])
         n = int(rows.sum())
         labels = y[rows, t]
         if n == 0 or (task == "binary" and len(np.unique(labels)) < 2):
-            log.warning("companion: target %s has %s in the training split: not fitted, the Graphormer alone "
-                        "predicts it", name, "no labels" if n == 0 else "one class only")
             fitted[name] = False
             continue
         if task == "binary":
             from sklearn.linear_model import LogisticRegression  # binary metrics import scikit-learn anyway
 
             model = LogisticRegression(C=1.0 / (l2 * n), max_iter=1000).fit(X[rows], labels.astype(int))
-            coef, intercept = model.coef_[0], float(model.intercept_[0])
+            coef[:, t], intercept[t] = model.coef_[0], float(model.intercept_[0])
         else:
-            coef, intercept = ridge(X[rows], labels, alpha=l2 * n)
-        companion.coef[:, t] = torch.as_tensor(coef, dtype=companion.coef.dtype, device=device)
-        companion.intercept[t] = intercept
-        companion.weight[t] = blend
-        companion.weight_novel[t] = blend
+            coef[:, t], intercept[t] = ridge(X[rows], labels, alpha=l2 * n)
         fitted[name] = True
-    weights = {name: float(companion.weight[t]) for t, name in enumerate(target_names)}
-    return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=companion.radius,
-                        counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
-                        seconds=time.perf_counter() - start, weights=weights, weights_novel=dict(weights))
+    return fitted, coef, intercept
 
 
 def ridge(X: Any, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
@@ -399,7 +448,8 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
     net.eval()
     assert net.companion is not None
     fit = fit_companion(net.companion, train, num_atoms(train), task.type, task.target_names, weight=weight,
-                        scaler=checkpoint.target_scaling)
+                        scaler=checkpoint.target_scaling, val=(splits["val"], num_atoms(splits["val"])))
+    net.config.companion_radius = net.companion.radius  # chosen on validation for regression
     runner = Runner(net, task.type, checkpoint.target_scaling)
 
     def predict_val() -> tuple[np.ndarray, np.ndarray]:

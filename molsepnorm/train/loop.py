@@ -550,15 +550,17 @@ class Trainer:
         if companion is None:
             return None
         fit = fit_companion(companion, self.splits.train, self.sizes["train"], self.task, self.splits.target_names,
-                            weight=self.tc.companion_weight, scaler=self.scaler)
+                            weight=self.tc.companion_weight, scaler=self.scaler,
+                            val=(self.splits.val, self.sizes["val"]))
+        self.model_config.companion_radius = companion.radius  # chosen on validation for regression: best.pt rebuilds it
         if self.task == "regression" and self.tc.companion_weight == "auto":
             covered = covered_rows(companion, self.splits.val, self.sizes["val"])
             choose_weights(companion, fit, lambda: self.predict("val"), self.task, self.monitor, covered)
         fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
-            log.info("fingerprint companion fitted on %d training molecules in %.1f s; validation %s: Graphormer "
-                     "%.4f, companion %.4f; best.pt blends them with weight %s on the companion", fit.molecules,
-                     fit.seconds, self.metric, fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
+            log.info("fingerprint companion (radius %d) fitted on %d training molecules in %.1f s; validation %s: "
+                     "Graphormer %.4f, companion %.4f; best.pt blends them with weight %s on the companion",
+                     fit.radius, fit.molecules, fit.seconds, self.metric, fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
                      fit.scores["fingerprint"]["val"].get(self.metric, float("nan")),
                      format_weights(fit.weights, fit.weights_novel))
         return fit

@@ -138,7 +138,9 @@ def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp
     result = train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1), out=run, console=False)
     companion = result.companion
     assert companion == json.loads((run / "results.json").read_text())["companion"]
-    assert (companion["weight"], companion["counts"], companion["radius"]) == ("auto", "raw", 1)
+    # TPSA prices each atom by itself: validation keeps the radius-0 model, and best.pt is rebuilt with it
+    assert (companion["weight"], companion["counts"], companion["radius"]) == ("auto", "raw", 0)
+    assert companion["radii"]["0"] < companion["radii"]["1"]
     assert companion["fitted"] == {"tpsa": True} and companion["molecules"] == 240
     scores = {float(w): mae for w, mae in companion["validation"]["tpsa"].items()}
     assert sorted(scores) == list(BLEND_WEIGHTS)
@@ -146,15 +148,16 @@ def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp
     # one epoch of a tiny Graphormer: TPSA's group contributions beat it by far on validation
     assert best > 0 and scores[best] < (1 - MIN_VALIDATION_GAIN) * scores[0.0]
     # a second weight for the molecules with an environment the training split lacks, if it pays
-    pair = companion["coverage"]["tpsa"]
-    assert 0 < pair["novel_molecules"] < 30 and pair["score"] <= scores[best]
-    split = pair["score"] < (1 - MIN_VALIDATION_GAIN) * scores[best]
+    pair = companion["coverage"].get("tpsa")  # none when every validation molecule is covered
+    assert pair is None or (0 < pair["novel_molecules"] < 30 and pair["score"] <= scores[best])
+    split = pair is not None and pair["score"] < (1 - MIN_VALIDATION_GAIN) * scores[best]
     chosen = tuple(pair["pair"]) if split else (best, best)
     assert (companion["weights"]["tpsa"], companion["weights_novel"]["tpsa"]) == chosen
     assert result.val["mae"] == pytest.approx(pair["score"] if split else scores[best], rel=1e-5)
     assert companion["scores"]["graphormer"]["val"]["mae"] == pytest.approx(scores[0.0], rel=1e-5)
     ckpt = Checkpoint.load(run / "best.pt")
     assert ckpt.model_config["companion_counts"] == "raw" and ckpt.metrics["companion"]["weights"] == {"tpsa": chosen[0]}
+    assert ckpt.model_config["companion_radius"] == 0
     assert 0 < ckpt.state_dict["companion.seen"].sum() < GROUP_BITS  # the training split's buckets
     assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
     assert f"best.pt blends them with weight {format_weights(companion['weights'], companion['weights_novel'])} on " \
@@ -176,6 +179,18 @@ def test_add_companion_blends_a_model_trained_without_one(tmp_path, write_tpsa_c
     assert blended.metrics["test"] != pytest.approx(plain.test)
     with pytest.raises(MolsepnormError, match="write the blended model to another file"):
         add_companion(tmp_path / "plain" / "best.pt", tmp_path / "plain" / "best.pt")
+
+
+def test_add_companion_on_regression_chooses_radius_and_weights_on_validation(tmp_path, write_tpsa_csv):
+    from molsepnorm.train import add_companion
+
+    train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1, companion="none"), out=tmp_path / "plain",
+          console=False)
+    fit = add_companion(tmp_path / "plain" / "best.pt", tmp_path / "blend.pt")
+    assert fit.radius == 0 and set(fit.radii) == {"0", "1"} and fit.weights["tpsa"] > 0
+    blended = Checkpoint.load(tmp_path / "blend.pt")
+    assert blended.model_config["companion_radius"] == 0  # what the blend was chosen with
+    assert evaluate_checkpoint(tmp_path / "blend.pt", split="test")["metrics"] == pytest.approx(blended.metrics["test"])
 
 
 def test_average_best_writes_the_evaluated_average_of_the_best_epochs(tmp_path, write_tpsa_csv):

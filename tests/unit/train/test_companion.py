@@ -231,3 +231,34 @@ def test_covered_by_reads_dense_and_sparse_counts_alike():
     for X in (counts, csr_matrix(counts)):
         assert covered_by(X, seen).tolist() == [True, False, False]
     assert covered_by(counts, np.ones(4, dtype=bool)).all()
+
+
+@pytest.mark.parametrize("prop, radius", [("tpsa", 0), ("logp", 1)])
+def test_validation_chooses_the_radius_of_the_property_s_atom_types(tmp_path, write_tpsa_csv, prop, radius):
+    """Ertl's TPSA prices each polar atom by itself (radius 0); Crippen's logP types an atom
+    by its neighbours too (radius 1). Validation finds which, and the companion predicts with it."""
+    import pandas as pd
+    from rdkit import Chem
+    from rdkit.Chem import Crippen
+
+    path = write_tpsa_csv(tmp_path / "tpsa.csv", n=1000)
+    if prop == "logp":
+        table = pd.read_csv(path)
+        table["tpsa"] = [Crippen.MolLogP(Chem.MolFromSmiles(s)) for s in table.smiles]  # the column keeps its name
+        table.to_csv(path, index=False)
+    splits = splits_of(path)
+    scaler = TargetScaler.fit(targets(splits.train))
+    model = model_with_companion("regression").eval()
+    fit = fit_companion(model.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"],
+                        scaler=scaler, val=(splits.val, num_atoms(splits.val)))
+    assert set(fit.radii) == {"0", "1"} and min(fit.radii, key=fit.radii.get) == str(radius)
+    assert fit.radius == model.companion.radius == radius
+    model.companion.set_weights(1.0)  # the companion alone: its validation MAE is the one it was chosen by
+    out = run([Runner(model, "regression", scaler)], splits.val)
+    error = np.mean(np.abs(out.values[0, :, 0] - out.targets[:, 0])) / float(scaler.std[0])
+    assert error == pytest.approx(fit.radii[str(radius)], rel=1e-4)
+    # a weight given by the user keeps the model's radius and tries no other
+    kept = model_with_companion("regression")
+    fixed = fit_companion(kept.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"],
+                          weight=1.0, scaler=scaler, val=(splits.val, num_atoms(splits.val)))
+    assert fixed.radii == {} and kept.companion.radius == fixed.radius == GROUP_RADIUS
