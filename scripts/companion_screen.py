@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -90,13 +91,15 @@ def by_coverage(graphormer: np.ndarray, linear: np.ndarray, y: np.ndarray, cover
     return out
 
 
-def coverage_table(results: dict, radius: int, kind: str, l2: float, part: str) -> None:
+def coverage_table(results: dict, radius: Optional[int], kind: str, l2: float, part: str) -> None:
     """Per checkpoint: the ``part`` MAE of the Graphormer and of the linear model alone on the
-    molecules whose every substructure occurs in the training split, the others, and all."""
-    key = f"r{radius}-{kind}-l2={l2:g}"
-    print(f"{part} MAE by coverage: radius {radius}, {kind} counts, l2 {l2:g} (linear / Graphormer)")
+    molecules whose every substructure occurs in the training split, the others, and all
+    (``radius`` None: the radius validation chooses)."""
+    print(f"{part} MAE by coverage: radius {'chosen on validation' if radius is None else radius}, {kind} counts, "
+          f"l2 {l2:g} (linear / Graphormer)")
     print(f"{'checkpoint':70s} {'covered':>22s} {'novel':>22s} {'all':>22s}")
     for name, res in results.items():
+        key = f"r{chosen_radius(res, radius, kind, l2)}-{kind}-l2={l2:g}"
         if key not in res.get("by_coverage", {}):
             raise SystemExit(f"{name}: no coverage figures for {key} (rerun the screen with these variants)")
         table = res["by_coverage"][key][part]
@@ -108,19 +111,31 @@ def coverage_table(results: dict, radius: int, kind: str, l2: float, part: str) 
         print(f"{name[-70:]:70s} {cells[0]:>22s} {cells[1]:>22s} {cells[2]:>22s}")
 
 
-def summary(results: dict, radius: int, kind: str, l2: float, min_gain: float, coverage: bool) -> None:
+def chosen_radius(res: dict, radius: Optional[int], kind: str, l2: float) -> int:
+    """``radius``, or with None the library's choice (:func:`molsepnorm.train.companion.fit_companion`):
+    of the radii in the screen, the one whose linear model alone has the lowest validation MAE."""
+    if radius is not None:
+        return radius
+    alone = {int(key[1:].split("-")[0]): v["val"] for key, v in res["variants"].items()
+             if key.endswith(f"-{kind}-l2={l2:g}-w=1")}
+    return min(alone, key=alone.get)
+
+
+def summary(results: dict, radius: Optional[int], kind: str, l2: float, min_gain: float, coverage: bool) -> None:
     """Per checkpoint: the Graphormer alone, and the blend whose weights validation chooses by
     the library's rule (:func:`molsepnorm.train.companion.pick_weights`, with ``min_gain``;
     ``coverage``: a second weight for molecules with a novel substructure, where the JSON
-    has the pairs)."""
+    has the pairs); ``radius`` None: the radius validation chooses (:func:`chosen_radius`)."""
     from molsepnorm.train.companion import BLEND_PAIRS, BLEND_WEIGHTS, pick_weights
 
-    print(f"rule: radius {radius}, {kind} counts, l2 {l2:g}, weights {list(BLEND_WEIGHTS)}, "
-          f"minimum validation gain {min_gain:g}, {'a weight for novel molecules' if coverage else 'one weight'}")
-    print(f"{'checkpoint':70s} {'Graphormer val/test':>20s} {'weights':>9s} {'blend val/test':>16s} "
+    print(f"rule: radius {'chosen on validation' if radius is None else radius}, {kind} counts, l2 {l2:g}, "
+          f"weights {list(BLEND_WEIGHTS)}, minimum validation gain {min_gain:g}, "
+          f"{'a weight for novel molecules' if coverage else 'one weight'}")
+    print(f"{'checkpoint':70s} {'Graphormer val/test':>20s} {'radius':>6s} {'weights':>9s} {'blend val/test':>16s} "
           f"{'linear alone test':>18s}")
     for name, res in results.items():
-        prefix = f"r{radius}-{kind}-l2={l2:g}-w="
+        r = chosen_radius(res, radius, kind, l2)
+        prefix = f"r{r}-{kind}-l2={l2:g}-w="
         variants = {w: res["variants"][f"{prefix}{w:g}"] for w in BLEND_WEIGHTS}
         pairs = {}
         if coverage and f"{prefix}0/0" in res["variants"]:
@@ -129,7 +144,7 @@ def summary(results: dict, radius: int, kind: str, l2: float, min_gain: float, c
                               higher_is_better=False, min_gain=min_gain)
         blend = pairs[chosen] if chosen[0] != chosen[1] else variants[chosen[0]]
         text = f"{chosen[0]:g}" if chosen[0] == chosen[1] else f"{chosen[0]:g}/{chosen[1]:g}"
-        print(f"{name[-70:]:70s} {res['graphormer']['val']:9.4f}/{res['graphormer']['test']:<9.4f} {text:>9s} "
+        print(f"{name[-70:]:70s} {res['graphormer']['val']:9.4f}/{res['graphormer']['test']:<9.4f} {r:6d} {text:>9s} "
               f"{blend['val']:8.4f}/{blend['test']:<7.4f} {variants[1.0]['test']:18.4f}")
 
 
@@ -143,7 +158,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, help="JSON of every variant's scores")
     parser.add_argument("--summary", type=Path, nargs="+", help="print the rule's choice from earlier JSON files")
-    parser.add_argument("--rule", nargs=3, default=["1", "raw", "1e-5"], metavar=("RADIUS", "COUNTS", "L2"))
+    parser.add_argument("--rule", nargs=3, default=["auto", "raw", "1e-5"], metavar=("RADIUS", "COUNTS", "L2"),
+                        help="RADIUS 'auto': the library's choice on validation among the screen's radii")
     parser.add_argument("--min-gain", type=float, default=None, help="default: the library's MIN_VALIDATION_GAIN")
     parser.add_argument("--one-weight", action="store_true",
                         help="summary: one weight for every molecule (the rule before session 38)")
@@ -156,11 +172,12 @@ def main() -> None:
         results = {}
         for path in args.summary:
             results.update(json.loads(path.read_text()))
+        radius = None if args.rule[0] == "auto" else int(args.rule[0])
         if args.by_coverage:
-            coverage_table(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), args.by_coverage)
+            coverage_table(results, radius, args.rule[1], float(args.rule[2]), args.by_coverage)
             return
         min_gain = MIN_VALIDATION_GAIN if args.min_gain is None else args.min_gain
-        summary(results, int(args.rule[0]), args.rule[1], float(args.rule[2]), min_gain, not args.one_weight)
+        summary(results, radius, args.rule[1], float(args.rule[2]), min_gain, not args.one_weight)
         return
     results = {}
     for checkpoint in args.checkpoints:
