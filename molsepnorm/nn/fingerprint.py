@@ -28,6 +28,12 @@ molecule with such a *novel* substructure (``weight_novel``) than for one whose 
 substructure occurs in the training split (``weight``): on an additive property the
 group-contribution model is near exact on the latter and no better than the Graphormer on
 the former (docs/accuracy.md, "Blend weights by coverage").
+
+With ``properties`` the counts also hold every atom's feature values one at a time (its
+element, degree, charge, hydrogens, aromaticity, ... each in a bucket of its own): an atom
+whose whole radius-0 type no training molecule has still gets the contributions of its
+properties, as the Graphormer's embedding of an atom is the sum of its columns' embeddings
+(docs/accuracy.md, "Atom properties in the group-contribution model").
 """
 from __future__ import annotations
 
@@ -43,6 +49,7 @@ _ATOM_SALT = 31
 _BOND_SALT = 37
 _NEIGHBOUR_SALT = 1_000_003
 _RADIUS_SALT = 999_983
+_PROPERTY_SALT = 41
 
 BLENDS = ("probability", "value")
 COUNTS = ("log", "raw")  # what the linear model reads: log(1 + count) or the counts
@@ -64,7 +71,7 @@ def _fold(columns: Tensor, salt: int) -> Tensor:
     return h
 
 
-def substructure_counts(batch, bits: int, radius: int) -> Tensor:
+def substructure_counts(batch, bits: int, radius: int, properties: bool = False) -> Tensor:
     """Hashed circular-substructure counts of a padded batch: (B, bits) float.
 
     Args:
@@ -72,6 +79,7 @@ def substructure_counts(batch, bits: int, radius: int) -> Tensor:
             (B, N), ``spd`` (B, N, N), ``edge_path`` (B, N, N, K), ``edge_attr`` (E, F_e)).
         bits: number of buckets.
         radius: largest radius R; identifiers of radius 0..R are counted.
+        properties: also count each atom's F feature values one by one (column and value).
     """
     mask = batch.node_mask  # (B, N)
     B, N = mask.shape
@@ -87,7 +95,10 @@ def substructure_counts(batch, bits: int, radius: int) -> Tensor:
         neighbours = (message * adjacent).sum(-1) % _MOD  # (B, N): a multiset hash, order-free
         ident = _mix(_mix(ident * _RADIUS_SALT + r) + neighbours)
         idents.append(ident)
-    buckets = torch.stack(idents, -1) % bits  # (B, N, R+1)
+    if properties:
+        columns = torch.arange(batch.x.size(-1), device=mask.device) + 1  # (F,)
+        idents.extend((_mix(_mix(columns * _PROPERTY_SALT) + batch.x.long() + 1)).unbind(-1))  # F of (B, N)
+    buckets = torch.stack(idents, -1) % bits  # (B, N, R+1 [+F])
     counts = torch.zeros(B, bits, device=mask.device)
     weight = mask.unsqueeze(-1).expand_as(buckets).float()
     counts.scatter_add_(1, buckets.reshape(B, -1), weight.reshape(B, -1))
@@ -114,15 +125,17 @@ class FingerprintCompanion(nn.Module):
             averaged and turned back into a logit) or ``"value"`` (regression: the outputs are averaged).
         counts: ``"log"``: the model reads ``log(1 + count)``; ``"raw"``: the counts (additive
             in the molecule's substructures).
+        properties: the counts also hold each atom's feature values one by one.
     """
 
-    def __init__(self, bits: int, radius: int, num_tasks: int, blend: str, counts: str = "log") -> None:
+    def __init__(self, bits: int, radius: int, num_tasks: int, blend: str, counts: str = "log",
+                 properties: bool = False) -> None:
         super().__init__()
         if blend not in BLENDS:
             raise ValueError(f"blend must be one of {BLENDS}, got {blend!r}")
         if counts not in COUNTS:
             raise ValueError(f"counts must be one of {COUNTS}, got {counts!r}")
-        self.bits, self.radius, self.blend, self.counts = bits, radius, blend, counts
+        self.bits, self.radius, self.blend, self.counts, self.properties = bits, radius, blend, counts, properties
         self.register_buffer("coef", torch.zeros(bits, num_tasks))  # (bits, T)
         self.register_buffer("intercept", torch.zeros(num_tasks))  # (T,)
         self.register_buffer("seen", torch.ones(bits))  # (bits,) 1: the bucket occurs in the training split
@@ -162,7 +175,7 @@ class FingerprintCompanion(nn.Module):
 
     def predict(self, batch) -> Tensor:
         """(B, T): the companion's own outputs (logits or standardized values)."""
-        return self._own(substructure_counts(batch, self.bits, self.radius))
+        return self._own(substructure_counts(batch, self.bits, self.radius, self.properties))
 
     def _own(self, counts: Tensor) -> Tensor:
         """(B, T) from (B, bits) counts: the linear model on ``log(1 + counts)`` or the counts."""
@@ -177,7 +190,7 @@ class FingerprintCompanion(nn.Module):
         """Blend the Graphormer's (B, T) ``outputs`` with the companion's; unchanged while unfitted."""
         if not self.fitted:
             return outputs
-        counts = substructure_counts(batch, self.bits, self.radius)  # (B, bits)
+        counts = substructure_counts(batch, self.bits, self.radius, self.properties)  # (B, bits)
         own = self._own(counts).to(outputs.dtype)
         w = torch.where(self.covered(counts).unsqueeze(-1), self.weight, self.weight_novel).to(outputs.dtype)  # (B, T)
         if self.blend == "value":

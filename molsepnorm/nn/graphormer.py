@@ -96,6 +96,7 @@ class GraphormerConfig:
     companion_radius: int = 2
     companion_blend: str = "probability"  # "probability" (binary targets) | "value" (regression)
     companion_counts: str = "log"  # what its linear model reads: "log" (log(1 + count)) | "raw" (the counts)
+    companion_properties: bool = False  # its counts also hold each atom's feature values one by one
 
     def __post_init__(self) -> None:
         from molsepnorm.chem import VOCABS, vocab_sizes
@@ -247,7 +248,8 @@ class Graphormer(nn.Module):
         self.companion = None
         if config.companion_bits:
             self.companion = FingerprintCompanion(config.companion_bits, config.companion_radius, config.num_tasks,
-                                                  config.companion_blend, config.companion_counts)
+                                                  config.companion_blend, config.companion_counts,
+                                                  config.companion_properties)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -12,8 +12,9 @@ them per target, of a kind that depends on the task:
   counts of every atom's environment (16,384 buckets) with a light penalty
   (:data:`GROUP_L2` per molecule, ``alpha = l2 n``) on the standardized targets. The
   environments are the atoms alone (radius 0) or with their bonded neighbours as well
-  (radius 0 and 1), whichever predicts the validation split better (:data:`GROUP_RADII`;
-  docs/accuracy.md, "The group-contribution radius"). Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
+  (radius 0 and 1), with or without each atom's feature values one by one, whichever
+  predicts the validation split better (:data:`GROUP_FEATURES`; docs/accuracy.md, "The
+  group-contribution radius" and "Atom properties in the group-contribution model"). Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
   on a property that is a sum of atom contributions it wins (Crippen logP); on others the
   validation split usually keeps the Graphormer alone (docs/accuracy.md, "A
   group-contribution companion for regression"). Validation may also give a molecule with
@@ -21,7 +22,7 @@ them per target, of a kind that depends on the task:
   price) a weight of its own (docs/accuracy.md, "Blend weights by coverage").
 
 The fit reads the training split only; the validation split chooses a regression
-companion's radius and blend weight, as it chooses the epoch; the test split plays no part.
+companion's features and blend weight, as it chooses the epoch; the test split plays no part.
 """
 from __future__ import annotations
 
@@ -46,10 +47,11 @@ COMPANION_L2 = 0.003  # L2 penalty per training molecule (docs/accuracy.md, "A f
 COMPANION_WEIGHT = 0.5  # binary targets: the blend weight of train.companion_weight "auto"
 GROUP_BITS = 16_384  # regression: buckets; the radius-1 environments of a data set seldom collide in them
 GROUP_RADIUS = 1  # the largest radius a regression companion is built with (its model config)
-#: the radii a regression companion tries, chosen on validation (:func:`fit_companion`): every
-#: atom alone (the atom types of Ertl's polar surface area) or with its bonded neighbours
-#: (those of Crippen's logP); counts of radius 0..R
-GROUP_RADII = (0, 1)
+#: the features a regression companion tries, (radius, properties), chosen on validation
+#: (:func:`fit_companion`): every atom alone (the atom types of Ertl's polar surface area) or
+#: with its bonded neighbours (those of Crippen's logP), counts of radius 0..R; with or
+#: without each atom's feature values one by one (a price for an atom type not seen whole)
+GROUP_FEATURES = ((0, False), (0, True), (1, False), (1, True))
 GROUP_L2 = 1e-5  # L2 penalty per training molecule: light, the counts are few and exact
 #: the blend weights :func:`choose_weights` tries for a regression target
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -100,9 +102,11 @@ class CompanionFit:
     fitted: dict[str, bool]
     seconds: float
     weights: dict[str, float] = field(default_factory=dict)  # per target: the blend weight best.pt uses
+    properties: bool = False  # the counts also hold each atom's feature values one by one
     # regression with weight "auto": the validation MAE (standardized targets, mean over
-    # targets) of the linear model alone at each radius tried; ``radius`` is the best
-    radii: dict[str, float] = field(default_factory=dict)
+    # targets) of the linear model alone on each kind of features tried (``feature_name``);
+    # ``radius`` and ``properties`` are the best's
+    features: dict[str, float] = field(default_factory=dict)
     # per target: the blend weight for a molecule with a substructure no training molecule has
     weights_novel: dict[str, float] = field(default_factory=dict)
     # per target, with weight "auto" on regression: the validation metric of every weight tried
@@ -117,10 +121,11 @@ class CompanionFit:
 
 
 def substructure_features(graphs: Sequence[Any], sizes: Sequence[int], bits: int, radius: int,
-                          batch_size: int = 256, counts: str = "log") -> tuple[Any, np.ndarray]:
+                          batch_size: int = 256, counts: str = "log", properties: bool = False) -> tuple[Any, np.ndarray]:
     """``log(1 + counts)`` (``counts="log"``) or the counts (``"raw"``) of every graph as a
     sparse ``(M, bits)`` CSR matrix (input order), and the graphs' targets ``(M, T)`` (NaN
-    where missing)."""
+    where missing); ``properties``: the counts also hold each atom's feature values
+    (:func:`~molsepnorm.nn.fingerprint.substructure_counts`)."""
     from scipy import sparse
     from torch.utils.data import DataLoader
 
@@ -134,7 +139,7 @@ def substructure_features(graphs: Sequence[Any], sizes: Sequence[int], bits: int
     offset = 0
     with torch.inference_mode():
         for idx, batch in zip(batches, loader):
-            found = substructure_counts(batch, bits, radius)  # (B, bits)
+            found = substructure_counts(batch, bits, radius, properties)  # (B, bits)
             r, c = found.nonzero(as_tuple=True)
             rows.append(r.numpy() + offset)
             cols.append(c.numpy())
@@ -169,10 +174,10 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         l2: the L2 penalty per training molecule (default :data:`COMPANION_L2` for binary
             targets, :data:`GROUP_L2` for regression).
         val: the validation split (graphs with targets, atom counts). With regression and
-            weight ``"auto"``, a linear model is fitted at every radius of
-            :data:`GROUP_RADII` and the one with the lowest validation MAE is kept:
-            ``companion.radius`` changes, and the caller stores it in the model config
-            (``companion_radius``) that rebuilds the checkpoint.
+            weight ``"auto"``, a linear model is fitted on every kind of features of
+            :data:`GROUP_FEATURES` and the one with the lowest validation MAE is kept:
+            ``companion.radius`` and ``companion.properties`` change, and the caller stores
+            them in the model config that rebuilds the checkpoint (:func:`store_features`).
     """
     if weight != "auto" and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1):
         raise MolsepnormError(f"train.companion_weight must be in (0, 1] or 'auto', got {weight!r}")
@@ -184,29 +189,31 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         l2 = COMPANION_L2 if task == "binary" else GROUP_L2
     start = time.perf_counter()
     choose = task == "regression" and weight == "auto" and val is not None
-    radii = GROUP_RADII if choose else (companion.radius,)
+    kinds = GROUP_FEATURES if choose else ((companion.radius, companion.properties),)
     scores: dict[str, float] = {}
-    best: Optional[tuple[float, int, Any, dict[str, bool], np.ndarray, np.ndarray]] = None
-    for radius in radii:
-        X, y = substructure_features(graphs, sizes, companion.bits, radius, counts=companion.counts)
+    best: Optional[tuple[float, tuple[int, bool], Any, dict[str, bool], np.ndarray, np.ndarray]] = None
+    for radius, properties in kinds:
+        X, y = substructure_features(graphs, sizes, companion.bits, radius, counts=companion.counts,
+                                     properties=properties)
         if task == "regression" and scaler is not None:
             y = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
         fitted, coef, intercept = _fit_linear(X, y, task, target_names, l2)
         score = 0.0
         if choose:
             assert val is not None
-            X_val, y_val = substructure_features(val[0], val[1], companion.bits, radius, counts=companion.counts)
+            X_val, y_val = substructure_features(val[0], val[1], companion.bits, radius, counts=companion.counts,
+                                                 properties=properties)
             if scaler is not None:
                 y_val = scaler.transform(torch.as_tensor(y_val, dtype=torch.float32)).double().numpy()
             errors = np.abs(np.asarray(X_val @ coef) + intercept - y_val)  # (N, T)
             per_target = [float(np.nanmean(errors[:, t])) for t, name in enumerate(target_names)
                           if fitted[name] and np.isfinite(errors[:, t]).any()]
             score = float(np.mean(per_target)) if per_target else 0.0
-            scores[str(radius)] = score
+            scores[feature_name(radius, properties)] = score
         if best is None or score < best[0]:
-            best = (score, radius, X, fitted, coef, intercept)
+            best = (score, (radius, properties), X, fitted, coef, intercept)
     assert best is not None
-    _, radius, X, fitted, coef, intercept = best
+    _, (radius, properties), X, fitted, coef, intercept = best
     for t, name in enumerate(target_names):
         if not fitted[name]:
             n = int(np.isfinite(y[:, t]).sum())
@@ -214,7 +221,7 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
                         "predicts it", name, "no labels" if n == 0 else "one class only")
     device = companion.coef.device
     companion.reset_parameters()
-    companion.radius = radius
+    companion.radius, companion.properties = radius, properties
     seen = np.zeros(companion.bits, dtype=np.float32)
     seen[np.unique(X.indices)] = 1.0
     companion.seen.copy_(torch.as_tensor(seen, device=device))
@@ -222,10 +229,21 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
     companion.intercept.copy_(torch.as_tensor(intercept, dtype=companion.intercept.dtype, device=device))
     companion.set_weights(torch.as_tensor([blend if fitted[name] else 0.0 for name in target_names]))
     weights = {name: float(companion.weight[t]) for t, name in enumerate(target_names)}
-    return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=companion.radius,
+    return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=radius,
                         counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
                         seconds=time.perf_counter() - start, weights=weights, weights_novel=dict(weights),
-                        radii=scores)
+                        properties=properties, features=scores)
+
+
+def feature_name(radius: int, properties: bool) -> str:
+    """``"radius 0"``, ``"radius 1 + atom properties"``: a kind of :data:`GROUP_FEATURES`."""
+    return f"radius {radius}" + (" + atom properties" if properties else "")
+
+
+def store_features(config: Any, companion: FingerprintCompanion) -> None:
+    """Write the features ``companion`` was fitted on into ``config`` (a
+    :class:`~molsepnorm.nn.graphormer.GraphormerConfig`), which rebuilds the checkpoint."""
+    config.companion_radius, config.companion_properties = companion.radius, companion.properties
 
 
 def _fit_linear(X: Any, y: np.ndarray, task: str, target_names: Sequence[str],
@@ -449,7 +467,7 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
     assert net.companion is not None
     fit = fit_companion(net.companion, train, num_atoms(train), task.type, task.target_names, weight=weight,
                         scaler=checkpoint.target_scaling, val=(splits["val"], num_atoms(splits["val"])))
-    net.config.companion_radius = net.companion.radius  # chosen on validation for regression
+    store_features(net.config, net.companion)  # chosen on validation for regression
     runner = Runner(net, task.type, checkpoint.target_scaling)
 
     def predict_val() -> tuple[np.ndarray, np.ndarray]:

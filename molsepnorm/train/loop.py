@@ -45,8 +45,8 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.companion import (CompanionFit, choose_weights, component_scores, covered_rows, fit_companion,
-                                        format_weights)
+from molsepnorm.train.companion import (CompanionFit, choose_weights, component_scores, covered_rows, feature_name,
+                                        fit_companion, format_weights, store_features)
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
                                      resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
@@ -552,15 +552,15 @@ class Trainer:
         fit = fit_companion(companion, self.splits.train, self.sizes["train"], self.task, self.splits.target_names,
                             weight=self.tc.companion_weight, scaler=self.scaler,
                             val=(self.splits.val, self.sizes["val"]))
-        self.model_config.companion_radius = companion.radius  # chosen on validation for regression: best.pt rebuilds it
+        store_features(self.model_config, companion)  # chosen on validation for regression: best.pt rebuilds it
         if self.task == "regression" and self.tc.companion_weight == "auto":
             covered = covered_rows(companion, self.splits.val, self.sizes["val"])
             choose_weights(companion, fit, lambda: self.predict("val"), self.task, self.monitor, covered)
         fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
-            log.info("fingerprint companion (radius %d) fitted on %d training molecules in %.1f s; validation %s: "
+            log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; validation %s: "
                      "Graphormer %.4f, companion %.4f; best.pt blends them with weight %s on the companion",
-                     fit.radius, fit.molecules, fit.seconds, self.metric, fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
+                     feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.metric, fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
                      fit.scores["fingerprint"]["val"].get(self.metric, float("nan")),
                      format_weights(fit.weights, fit.weights_novel))
         return fit

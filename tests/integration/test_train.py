@@ -114,7 +114,7 @@ def test_a_classification_run_blends_a_fitted_fingerprint_companion_into_best_pt
     assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
     assert evaluate_checkpoint(run / "best.pt", split="val")["metrics"] == pytest.approx(result.val)
     assert companion["scores"]["graphormer"]["test"]["logloss"] != pytest.approx(result.test["logloss"])
-    assert "fingerprint companion fitted on 240 training molecules" in (run / "train.log").read_text()
+    assert "fingerprint companion (radius 2) fitted on 240 training molecules" in (run / "train.log").read_text()
 
     # fine-tuning from it drops the fitted companion and fits its own
     again = train(tiny(csv, epochs=1, init=str(run / "best.pt")), out=tmp_path / "again", console=False)
@@ -132,15 +132,16 @@ def test_companion_none_runs_have_no_companion(tmp_path, write_tpsa_csv):
 
 def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp_path, write_tpsa_csv):
     from molsepnorm.inference.evaluate import evaluate_checkpoint
-    from molsepnorm.train.companion import BLEND_WEIGHTS, GROUP_BITS, MIN_VALIDATION_GAIN, format_weights
+    from molsepnorm.train.companion import BLEND_WEIGHTS, GROUP_BITS, MIN_VALIDATION_GAIN, feature_name, format_weights
 
     run = tmp_path / "reg"
     result = train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1), out=run, console=False)
     companion = result.companion
     assert companion == json.loads((run / "results.json").read_text())["companion"]
-    # TPSA prices each atom by itself: validation keeps the radius-0 model, and best.pt is rebuilt with it
+    # TPSA prices each atom by itself: validation keeps a radius-0 model, and best.pt is rebuilt with it
     assert (companion["weight"], companion["counts"], companion["radius"]) == ("auto", "raw", 0)
-    assert companion["radii"]["0"] < companion["radii"]["1"]
+    chosen_features = feature_name(0, companion["properties"])
+    assert companion["features"][chosen_features] == min(companion["features"].values())
     assert companion["fitted"] == {"tpsa": True} and companion["molecules"] == 240
     scores = {float(w): mae for w, mae in companion["validation"]["tpsa"].items()}
     assert sorted(scores) == list(BLEND_WEIGHTS)
@@ -157,7 +158,8 @@ def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp
     assert companion["scores"]["graphormer"]["val"]["mae"] == pytest.approx(scores[0.0], rel=1e-5)
     ckpt = Checkpoint.load(run / "best.pt")
     assert ckpt.model_config["companion_counts"] == "raw" and ckpt.metrics["companion"]["weights"] == {"tpsa": chosen[0]}
-    assert ckpt.model_config["companion_radius"] == 0
+    assert (ckpt.model_config["companion_radius"], ckpt.model_config["companion_properties"]) == \
+        (0, companion["properties"])
     assert 0 < ckpt.state_dict["companion.seen"].sum() < GROUP_BITS  # the training split's buckets
     assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
     assert f"best.pt blends them with weight {format_weights(companion['weights'], companion['weights_novel'])} on " \
@@ -187,9 +189,10 @@ def test_add_companion_on_regression_chooses_radius_and_weights_on_validation(tm
     train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1, companion="none"), out=tmp_path / "plain",
           console=False)
     fit = add_companion(tmp_path / "plain" / "best.pt", tmp_path / "blend.pt")
-    assert fit.radius == 0 and set(fit.radii) == {"0", "1"} and fit.weights["tpsa"] > 0
-    blended = Checkpoint.load(tmp_path / "blend.pt")
-    assert blended.model_config["companion_radius"] == 0  # what the blend was chosen with
+    assert fit.radius == 0 and len(fit.features) == 4 and fit.weights["tpsa"] > 0
+    blended = Checkpoint.load(tmp_path / "blend.pt")  # rebuilt with the features the blend was chosen with
+    assert (blended.model_config["companion_radius"], blended.model_config["companion_properties"]) == \
+        (0, fit.properties)
     assert evaluate_checkpoint(tmp_path / "blend.pt", split="test")["metrics"] == pytest.approx(blended.metrics["test"])
 
 

@@ -54,6 +54,17 @@ def test_equal_environments_fall_in_one_bucket():
     assert sorted(out[0][out[0] > 0].tolist()) == [6.0, 6.0, 6.0]
 
 
+def test_atom_properties_count_each_feature_value_and_share_them_with_an_unseen_atom_type():
+    batch = batch_of("CCO", "C[O-]")
+    plain, props = substructure_counts(batch, BITS, 0), substructure_counts(batch, BITS, 0, properties=True)
+    assert (props.sum(1) - plain.sum(1)).tolist() == [3 * 9, 2 * 9]  # each atom's nine OGB feature columns
+    assert ((plain[1] > 0) & (plain[0] == 0)).any()  # the charged oxygen's type is not ethanol's
+    # ... but with its properties counted one by one it shares the oxygen's element and more
+    assert ((props[1] > 0) & (props[0] > 0)).sum() > ((plain[1] > 0) & (plain[0] > 0)).sum() + 3
+    assert torch.equal(substructure_counts(batch, BITS, 1, properties=True)[0] - props[0],
+                       substructure_counts(batch, BITS, 1)[0] - plain[0])  # radius 1 adds the same buckets
+
+
 def test_an_unfitted_companion_returns_the_head_unchanged_and_a_fitted_one_blends():
     batch = batch_of("CCO", "c1ccccc1")
     comp = FingerprintCompanion(BITS, 2, num_tasks=1, blend="probability")

@@ -15,9 +15,9 @@ from molsepnorm.errors import MolsepnormError
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.nn.fingerprint import FingerprintCompanion
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
-from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_RADIUS,
+from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_FEATURES, GROUP_RADIUS,
                                         MIN_VALIDATION_GAIN, CompanionFit, choose_weights, companion_model_keys,
-                                        covered_by, covered_rows, format_weights,
+                                        covered_by, covered_rows, feature_name, format_weights,
                                         fit_companion, resolve_companion, ridge, substructure_features)
 
 
@@ -251,14 +251,17 @@ def test_validation_chooses_the_radius_of_the_property_s_atom_types(tmp_path, wr
     model = model_with_companion("regression").eval()
     fit = fit_companion(model.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"],
                         scaler=scaler, val=(splits.val, num_atoms(splits.val)))
-    assert set(fit.radii) == {"0", "1"} and min(fit.radii, key=fit.radii.get) == str(radius)
-    assert fit.radius == model.companion.radius == radius
+    assert set(fit.features) == {feature_name(r, p) for r, p in GROUP_FEATURES}
+    best = min(fit.features, key=fit.features.get)
+    assert best == feature_name(fit.radius, fit.properties) and fit.radius == radius
+    assert (model.companion.radius, model.companion.properties) == (fit.radius, fit.properties)
     model.companion.set_weights(1.0)  # the companion alone: its validation MAE is the one it was chosen by
     out = run([Runner(model, "regression", scaler)], splits.val)
     error = np.mean(np.abs(out.values[0, :, 0] - out.targets[:, 0])) / float(scaler.std[0])
-    assert error == pytest.approx(fit.radii[str(radius)], rel=1e-4)
-    # a weight given by the user keeps the model's radius and tries no other
+    assert error == pytest.approx(fit.features[best], rel=1e-4)
+    # a weight given by the user keeps the model's features and tries no other
     kept = model_with_companion("regression")
     fixed = fit_companion(kept.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"],
                           weight=1.0, scaler=scaler, val=(splits.val, num_atoms(splits.val)))
-    assert fixed.radii == {} and kept.companion.radius == fixed.radius == GROUP_RADIUS
+    assert fixed.features == {} and (kept.companion.radius, kept.companion.properties) == (GROUP_RADIUS, False)
+
