@@ -112,8 +112,10 @@ def coverage_table(results: dict, radius: Optional[int], kind: str, l2: float, p
 
 
 def chosen_radius(res: dict, radius: Optional[int], kind: str, l2: float) -> int:
-    """``radius``, or with None the library's choice (:func:`molsepnorm.train.companion.fit_companion`):
-    of the radii in the screen, the one whose linear model alone has the lowest validation MAE."""
+    """``radius``, or with None the library's choice (:func:`molsepnorm.train.companion.fit_companion`)
+    among the screen's radii: the one whose linear model alone has the lowest validation MAE.
+    The library also tries each radius with atom properties, which this screen does not;
+    ``scripts/refit_companion.py`` replays the whole choice on trained models."""
     if radius is not None:
         return radius
     alone = {int(key[1:].split("-")[0]): v["val"] for key, v in res["variants"].items()
@@ -159,7 +161,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="JSON of every variant's scores")
     parser.add_argument("--summary", type=Path, nargs="+", help="print the rule's choice from earlier JSON files")
     parser.add_argument("--rule", nargs=3, default=["auto", "raw", "1e-5"], metavar=("RADIUS", "COUNTS", "L2"),
-                        help="RADIUS 'auto': the library's choice on validation among the screen's radii")
+                        help="RADIUS 'auto': the library's choice on validation among the screen's radii "
+                             "(without atom properties)")
     parser.add_argument("--min-gain", type=float, default=None, help="default: the library's MIN_VALIDATION_GAIN")
     parser.add_argument("--one-weight", action="store_true",
                         help="summary: one weight for every molecule (the rule before session 38)")
