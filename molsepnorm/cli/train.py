@@ -198,7 +198,7 @@ def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
 
 def _print_summary(result: Any) -> None:
     from molsepnorm.inference.metrics import summary_table
-    from molsepnorm.train.companion import MIN_VALIDATION_GAIN, format_weights
+    from molsepnorm.train.companion import MIN_VALIDATION_GAIN, feature_name, format_weights
 
     click.echo(summary_table({"val": result.val, "test": result.test}))
     best = f"best epoch {result.best_epoch}" if result.best_epoch is not None else "no best epoch"
@@ -211,6 +211,8 @@ def _print_summary(result: Any) -> None:
         scores, metric = result.companion["scores"], next(iter(result.val), None)
         weights, novel = result.companion["weights"], result.companion.get("weights_novel")
         kind = "group-contribution model" if result.companion["counts"] == "raw" else "fingerprint model"
+        if "radius" in result.companion and result.companion["counts"] == "raw":
+            kind += f" on {feature_name(result.companion['radius'], result.companion.get('properties', False))}"
         if metric is not None and not any(weights.values()) and not any((novel or {}).values()):
             click.echo(f"best.pt is the Graphormer alone: a {kind} did not lower validation {metric} by "
                        f"{MIN_VALIDATION_GAIN:.0%} (Graphormer {scores['graphormer']['val'][metric]:.4f}, {kind} "

@@ -53,8 +53,8 @@ def test_train_prints_a_summary_table_and_applies_flags(trained):
     assert (config["train"]["monitor"], config["train"]["average_best"]) == ("rmse", 2)
     assert (config["train"]["companion"], config["train"]["companion_weight"]) == ("fingerprint", 0.25)
     assert config["model"]["companion_blend"] == "value"  # a regression companion averages values
-    assert "best.pt blends the Graphormer with a group-contribution model (weight 0.25); validation mae: Graphormer" \
-        in result.stdout
+    assert "best.pt blends the Graphormer with a group-contribution model on radius 1 (weight 0.25); validation mae: " \
+        "Graphormer" in result.stdout  # a weight given keeps the model's features
     assert "best_val_rmse" in json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert "(best.pt averages epochs 1, 2)" in result.stdout
     assert "no early stopping" in result.stderr
@@ -163,6 +163,8 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
     ("raw", {"y": 0.75}, "best.pt blends the Graphormer with a group-contribution model (weight 0.75); validation "
                          "mae: Graphormer 0.5000, group-contribution model 0.7000, blend 0.4000"),
     ("log", {"y": 0.5}, "best.pt blends the Graphormer with a fingerprint model (weight 0.5)"),
+    ("raw", {"y": 1.0}, "best.pt blends the Graphormer with a group-contribution model on radius 0 + atom properties "
+                        "(weight 1)"),
 ])
 def test_the_summary_names_the_companion_and_says_when_it_was_left_out(capsys, counts, weights, expected):
     from types import SimpleNamespace
@@ -172,6 +174,7 @@ def test_the_summary_names_the_companion_and_says_when_it_was_left_out(capsys, c
     scores = {"graphormer": {"val": {"mae": 0.5}}, "fingerprint": {"val": {"mae": 0.7}}}
     result = SimpleNamespace(val={"mae": 0.4}, test={"mae": 0.45}, best_epoch=3, averaged_epochs=[], epochs=5,
                              steps=50, stopped="epochs", seconds=2.0, run_dir=None,
-                             companion={"counts": counts, "weights": weights, "scores": scores})
+                             companion={"counts": counts, "weights": weights, "scores": scores,
+                                        **({"radius": 0, "properties": True} if weights == {"y": 1.0} else {})})
     _print_summary(result)
     assert expected in capsys.readouterr().out
