@@ -14,7 +14,8 @@ them per target, of a kind that depends on the task:
   environments are the atoms alone (radius 0) or with their bonded neighbours as well
   (radius 0 and 1), with or without each atom's feature values one by one, whichever
   predicts the validation split better (:data:`GROUP_FEATURES`; docs/accuracy.md, "The
-  group-contribution radius" and "Atom properties in the group-contribution model"). Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
+  group-contribution radius" and "Atom properties in the group-contribution model").
+  Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
   on a property that is a sum of atom contributions it wins (Crippen logP); on others the
   validation split usually keeps the Graphormer alone (docs/accuracy.md, "A
   group-contribution companion for regression"). Validation may also give a molecule with
@@ -352,7 +353,8 @@ def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
 def covered_rows(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence[int]) -> np.ndarray:
     """(M,) bool, in input order: the ``graphs`` whose every substructure bucket occurs in the
     companion's training split (its ``seen`` buffer; the graphs need targets ``y``)."""
-    X, _ = substructure_features(graphs, sizes, companion.bits, companion.radius, counts="raw")
+    X, _ = substructure_features(graphs, sizes, companion.bits, companion.radius, counts="raw",
+                                 properties=companion.properties)
     return covered_by(X, companion.seen.cpu().numpy() != 0)
 
 
