@@ -81,6 +81,21 @@ def substructure_counts(batch, bits: int, radius: int, properties: bool = False)
         radius: largest radius R; identifiers of radius 0..R are counted.
         properties: also count each atom's F feature values one by one (column and value).
     """
+    return _bucket_counts([ident for _, ident in _identifiers(batch, radius, properties)], batch.node_mask, bits)
+
+
+def substructure_count_groups(batch, bits: int, radius: int, properties: bool = False) -> dict[str, Tensor]:
+    """The counts of :func:`substructure_counts` by group of identifiers, (B, bits) each:
+    ``"radius 0"`` .. ``"radius R"`` and, with ``properties``, ``"properties"``. Counts add
+    up, so the counts of radius 0..r with or without properties are sums of these."""
+    groups: dict[str, list[Tensor]] = {}
+    for group, ident in _identifiers(batch, radius, properties):
+        groups.setdefault(group, []).append(ident)
+    return {group: _bucket_counts(idents, batch.node_mask, bits) for group, idents in groups.items()}
+
+
+def _identifiers(batch, radius: int, properties: bool) -> list[tuple[str, Tensor]]:
+    """Every atom's identifiers, (B, N) each, with the name of their group."""
     mask = batch.node_mask  # (B, N)
     B, N = mask.shape
     ident = _fold(batch.x.long(), _ATOM_SALT)  # (B, N)
@@ -89,16 +104,23 @@ def substructure_counts(batch, bits: int, radius: int, properties: bool = False)
     if radius > 0 and adjacent.any():
         edge = batch.edge_path[..., 0]  # (B, N, N): the edge u -> v where adjacent
         bond[adjacent] = _fold(batch.edge_attr.long()[edge[adjacent]], _BOND_SALT)
-    idents = [ident]
+    idents = [("radius 0", ident)]
     for r in range(1, radius + 1):
         message = _mix(ident.unsqueeze(1) * _NEIGHBOUR_SALT + bond)  # (B, N, N): what atom v tells atom u
         neighbours = (message * adjacent).sum(-1) % _MOD  # (B, N): a multiset hash, order-free
         ident = _mix(_mix(ident * _RADIUS_SALT + r) + neighbours)
-        idents.append(ident)
+        idents.append((f"radius {r}", ident))
     if properties:
         columns = torch.arange(batch.x.size(-1), device=mask.device) + 1  # (F,)
-        idents.extend((_mix(_mix(columns * _PROPERTY_SALT) + batch.x.long() + 1)).unbind(-1))  # F of (B, N)
-    buckets = torch.stack(idents, -1) % bits  # (B, N, R+1 [+F])
+        values = _mix(_mix(columns * _PROPERTY_SALT) + batch.x.long() + 1)  # (B, N, F)
+        idents.extend(("properties", value) for value in values.unbind(-1))
+    return idents
+
+
+def _bucket_counts(idents: list[Tensor], mask: Tensor, bits: int) -> Tensor:
+    """(B, bits): how many of the real atoms' identifiers (K of (B, N)) fall in each bucket."""
+    B = mask.size(0)
+    buckets = torch.stack(idents, -1) % bits  # (B, N, K)
     counts = torch.zeros(B, bits, device=mask.device)
     weight = mask.unsqueeze(-1).expand_as(buckets).float()
     counts.scatter_add_(1, buckets.reshape(B, -1), weight.reshape(B, -1))

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.nn.fingerprint import FingerprintCompanion, substructure_counts
+from molsepnorm.nn.fingerprint import FingerprintCompanion, substructure_count_groups, substructure_counts
 from molsepnorm.train.config import COMPANIONS
 from molsepnorm.train.logs import LOGGER_NAME
 
@@ -127,6 +127,36 @@ def substructure_features(graphs: Sequence[Any], sizes: Sequence[int], bits: int
     sparse ``(M, bits)`` CSR matrix (input order), and the graphs' targets ``(M, T)`` (NaN
     where missing); ``properties``: the counts also hold each atom's feature values
     (:func:`~molsepnorm.nn.fingerprint.substructure_counts`)."""
+    found, y = _hashed(graphs, sizes, batch_size, lambda batch: {"": substructure_counts(batch, bits, radius, properties)})
+    return _as_read(found[""], counts), y
+
+
+def feature_groups(graphs: Sequence[Any], sizes: Sequence[int], bits: int, radius: int, properties: bool,
+                   batch_size: int = 256) -> tuple[dict[str, Any], np.ndarray]:
+    """The raw counts of every graph by group of identifiers (sparse ``(M, bits)`` each,
+    :func:`~molsepnorm.nn.fingerprint.substructure_count_groups`), in one pass, and the
+    targets; :func:`combine_groups` sums them into any smaller radius, with or without properties."""
+    return _hashed(graphs, sizes, batch_size, lambda batch: substructure_count_groups(batch, bits, radius, properties))
+
+
+def combine_groups(groups: dict[str, Any], radius: int, properties: bool, counts: str) -> Any:
+    """The features :func:`substructure_features` would give for ``radius``, ``properties``
+    and ``counts``, from :func:`feature_groups`' counts."""
+    X = groups["radius 0"]
+    for name in [f"radius {r}" for r in range(1, radius + 1)] + (["properties"] if properties else []):
+        X = X + groups[name]
+    return _as_read(X.tocsr(), counts)
+
+
+def _as_read(X: Any, counts: str) -> Any:
+    """The raw counts ``X`` as the linear model reads them (``"log"``: ``log(1 + count)``)."""
+    return X.log1p() if counts == "log" else X
+
+
+def _hashed(graphs: Sequence[Any], sizes: Sequence[int], batch_size: int,
+            count: Callable[[Any], dict[str, torch.Tensor]]) -> tuple[dict[str, Any], np.ndarray]:
+    """Run ``count(batch) -> {name: (B, bits) counts}`` over the graphs in size-bucketed
+    batches: ``{name: sparse (M, bits) CSR}`` in input order, and the targets ``(M, T)``."""
     from scipy import sparse
     from torch.utils.data import DataLoader
 
@@ -136,26 +166,23 @@ def substructure_features(graphs: Sequence[Any], sizes: Sequence[int], bits: int
     batches = size_batches(sizes, batch_size)
     # one hop of edge paths is all the hash reads (the bond of each adjacent pair)
     loader = DataLoader(graphs, batch_sampler=batches, collate_fn=GraphCollator(1))
-    rows, cols, vals, order, ys = [], [], [], [], []
-    offset = 0
+    parts: dict[str, list[Any]] = {}
+    order: list[int] = []
+    ys = []
     with torch.inference_mode():
         for idx, batch in zip(batches, loader):
-            found = substructure_counts(batch, bits, radius, properties)  # (B, bits)
-            r, c = found.nonzero(as_tuple=True)
-            rows.append(r.numpy() + offset)
-            cols.append(c.numpy())
-            values = found[r, c]
-            vals.append((torch.log1p(values) if counts == "log" else values).numpy())
-            offset += len(idx)
-            order.extend(idx)
             if batch.y is None:
                 raise MolsepnormError("the companion is fitted on labelled molecules; the training split has none")
+            for name, found in count(batch).items():  # (B, bits) each
+                r, c = found.nonzero(as_tuple=True)
+                parts.setdefault(name, []).append(sparse.csr_matrix(
+                    (found[r, c].double().numpy(), (r.numpy(), c.numpy())), shape=found.shape))
+            order.extend(idx)
             ys.append(batch.y.double().numpy())
-    features = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                                 shape=(offset, bits), dtype=np.float64)
-    inverse = np.empty(offset, dtype=np.int64)
-    inverse[np.asarray(order)] = np.arange(offset)
-    return features[inverse], np.concatenate(ys)[inverse]
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[np.asarray(order)] = np.arange(len(order))
+    return {name: sparse.vstack(blocks, format="csr")[inverse] for name, blocks in parts.items()}, \
+        np.concatenate(ys)[inverse]
 
 
 def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence[int], task: str,
@@ -193,19 +220,26 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
     kinds = GROUP_FEATURES if choose else ((companion.radius, companion.properties),)
     scores: dict[str, float] = {}
     best: Optional[tuple[float, tuple[int, bool], Any, dict[str, bool], np.ndarray, np.ndarray]] = None
+    if choose:  # every kind of features from one pass over each split
+        assert val is not None
+        largest = max(r for r, _ in kinds)
+        train_groups, y = feature_groups(graphs, sizes, companion.bits, largest, True)
+        val_groups, y_val = feature_groups(val[0], val[1], companion.bits, largest, True)
+        if scaler is not None:
+            y_val = scaler.transform(torch.as_tensor(y_val, dtype=torch.float32)).double().numpy()
     for radius, properties in kinds:
-        X, y = substructure_features(graphs, sizes, companion.bits, radius, counts=companion.counts,
-                                     properties=properties)
+        if choose:
+            X = combine_groups(train_groups, radius, properties, companion.counts)
+        else:
+            X, y = substructure_features(graphs, sizes, companion.bits, radius, counts=companion.counts,
+                                         properties=properties)
+        y_fit = y
         if task == "regression" and scaler is not None:
-            y = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
-        fitted, coef, intercept = _fit_linear(X, y, task, target_names, l2)
+            y_fit = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
+        fitted, coef, intercept = _fit_linear(X, y_fit, task, target_names, l2)
         score = 0.0
         if choose:
-            assert val is not None
-            X_val, y_val = substructure_features(val[0], val[1], companion.bits, radius, counts=companion.counts,
-                                                 properties=properties)
-            if scaler is not None:
-                y_val = scaler.transform(torch.as_tensor(y_val, dtype=torch.float32)).double().numpy()
+            X_val = combine_groups(val_groups, radius, properties, companion.counts)
             errors = np.abs(np.asarray(X_val @ coef) + intercept - y_val)  # (N, T)
             per_target = [float(np.nanmean(errors[:, t])) for t, name in enumerate(target_names)
                           if fitted[name] and np.isfinite(errors[:, t]).any()]

@@ -65,6 +65,16 @@ def test_atom_properties_count_each_feature_value_and_share_them_with_an_unseen_
                        substructure_counts(batch, BITS, 1)[0] - plain[0])  # radius 1 adds the same buckets
 
 
+def test_the_groups_of_identifiers_add_up_to_the_counts():
+    from molsepnorm.nn.fingerprint import substructure_count_groups
+
+    batch = batch_of("CC(=O)Nc1ccc(O)cc1", "C[O-]", "[Na+].[Cl-]")
+    groups = substructure_count_groups(batch, BITS, 2, properties=True)
+    assert list(groups) == ["radius 0", "radius 1", "radius 2", "properties"]
+    assert torch.equal(sum(groups.values()), substructure_counts(batch, BITS, 2, properties=True))
+    assert torch.equal(groups["radius 0"] + groups["radius 1"], substructure_counts(batch, BITS, 1))
+
+
 def test_an_unfitted_companion_returns_the_head_unchanged_and_a_fitted_one_blends():
     batch = batch_of("CCO", "c1ccccc1")
     comp = FingerprintCompanion(BITS, 2, num_tasks=1, blend="probability")

@@ -265,3 +265,17 @@ def test_validation_chooses_the_radius_of_the_property_s_atom_types(tmp_path, wr
                           weight=1.0, scaler=scaler, val=(splits.val, num_atoms(splits.val)))
     assert fixed.features == {} and (kept.companion.radius, kept.companion.properties) == (GROUP_RADIUS, False)
 
+
+
+def test_one_pass_of_groups_gives_every_kind_of_features(tmp_path, write_tpsa_csv):
+    from molsepnorm.train.companion import combine_groups, feature_groups
+
+    splits = splits_of(write_tpsa_csv(tmp_path / "tpsa.csv", n=200))
+    sizes = num_atoms(splits.train)
+    groups, y = feature_groups(splits.train, sizes, GROUP_BITS, 1, True)
+    for radius, properties in GROUP_FEATURES:
+        for counts in ("raw", "log"):
+            X, y_one = substructure_features(splits.train, sizes, GROUP_BITS, radius, counts=counts,
+                                             properties=properties)
+            assert (combine_groups(groups, radius, properties, counts) != X).nnz == 0
+    assert np.array_equal(y, y_one, equal_nan=True)
