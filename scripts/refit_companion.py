@@ -43,10 +43,11 @@ def main() -> None:
                "features": feature_name(fit.radius, fit.properties), "validation_by_features": fit.features,
                "weights": fit.weights, "weights_novel": fit.weights_novel,
                "test_before": before.metrics["test"][metric], "test_after": after.metrics["test"][metric],
-               "graphormer_test": fit.scores["graphormer"]["test"][metric]}
+               "graphormer_test": fit.scores["graphormer"]["test"][metric], "fit_seconds": fit.seconds}
         rows.append(row)
         print(f"{path}: {row['features']}, weight {format_weights(fit.weights, fit.weights_novel)}; test {metric} "
-              f"{row['test_before']:.4f} -> {row['test_after']:.4f} (Graphormer alone {row['graphormer_test']:.4f})",
+              f"{row['test_before']:.4f} -> {row['test_after']:.4f} (Graphormer alone {row['graphormer_test']:.4f}); "
+              f"fit {fit.seconds:.1f} s",
               flush=True)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=1))

@@ -172,7 +172,7 @@ def _hashed(graphs: Sequence[Any], sizes: Sequence[int], batch_size: int,
     with torch.inference_mode():
         for idx, batch in zip(batches, loader):
             if batch.y is None:
-                raise MolsepnormError("the companion is fitted on labelled molecules; the training split has none")
+                raise MolsepnormError("the companion is fitted on labelled molecules; these have none")
             for name, found in count(batch).items():  # (B, bits) each
                 r, c = found.nonzero(as_tuple=True)
                 parts.setdefault(name, []).append(sparse.csr_matrix(
@@ -220,23 +220,19 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
     kinds = GROUP_FEATURES if choose else ((companion.radius, companion.properties),)
     scores: dict[str, float] = {}
     best: Optional[tuple[float, tuple[int, bool], Any, dict[str, bool], np.ndarray, np.ndarray]] = None
-    if choose:  # every kind of features from one pass over each split
+    # every kind of features from one pass over each split: the counts of its groups add up
+    largest, with_properties = max(r for r, _ in kinds), any(p for _, p in kinds)
+    train_groups, y = feature_groups(graphs, sizes, companion.bits, largest, with_properties)
+    if task == "regression" and scaler is not None:
+        y = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
+    if choose:
         assert val is not None
-        largest = max(r for r, _ in kinds)
-        train_groups, y = feature_groups(graphs, sizes, companion.bits, largest, True)
-        val_groups, y_val = feature_groups(val[0], val[1], companion.bits, largest, True)
+        val_groups, y_val = feature_groups(val[0], val[1], companion.bits, largest, with_properties)
         if scaler is not None:
             y_val = scaler.transform(torch.as_tensor(y_val, dtype=torch.float32)).double().numpy()
     for radius, properties in kinds:
-        if choose:
-            X = combine_groups(train_groups, radius, properties, companion.counts)
-        else:
-            X, y = substructure_features(graphs, sizes, companion.bits, radius, counts=companion.counts,
-                                         properties=properties)
-        y_fit = y
-        if task == "regression" and scaler is not None:
-            y_fit = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
-        fitted, coef, intercept = _fit_linear(X, y_fit, task, target_names, l2)
+        X = combine_groups(train_groups, radius, properties, companion.counts)
+        fitted, coef, intercept = _fit_linear(X, y, task, target_names, l2)
         score = 0.0
         if choose:
             X_val = combine_groups(val_groups, radius, properties, companion.counts)
@@ -268,6 +264,23 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
                         counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
                         seconds=time.perf_counter() - start, weights=weights, weights_novel=dict(weights),
                         properties=properties, features=scores)
+
+
+def fit_blend(companion: FingerprintCompanion, config: Any, train: tuple[Sequence[Any], Sequence[int]],
+              val: tuple[Sequence[Any], Sequence[int]], task: str, target_names: Sequence[str],
+              weight: Union[float, str], scaler: Optional[Any],
+              predict_val: Callable[[], tuple[np.ndarray, np.ndarray]], metric: str) -> CompanionFit:
+    """What training does with a companion after the last epoch (and :func:`add_companion`
+    after it): :func:`fit_companion` on the ``train`` split (graphs, atom counts), the chosen
+    features stored in the model ``config`` (:func:`store_features`), and for regression with
+    weight ``"auto"`` the blend weights chosen on ``val`` (:func:`choose_weights`, with
+    ``predict_val() -> (targets, predictions)``)."""
+    fit = fit_companion(companion, train[0], train[1], task, target_names, weight=weight, scaler=scaler, val=val)
+    store_features(config, companion)
+    if task == "regression" and weight == "auto":
+        covered = covered_rows(companion, val[0], val[1])
+        choose_weights(companion, fit, predict_val, task, metric, covered)
+    return fit
 
 
 def feature_name(radius: int, properties: bool) -> str:
@@ -501,18 +514,14 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
     net.load_state_dict({k: v for k, v in checkpoint.state_dict.items() if not k.startswith("companion.")})
     net.eval()
     assert net.companion is not None
-    fit = fit_companion(net.companion, train, num_atoms(train), task.type, task.target_names, weight=weight,
-                        scaler=checkpoint.target_scaling, val=(splits["val"], num_atoms(splits["val"])))
-    store_features(net.config, net.companion)  # chosen on validation for regression
     runner = Runner(net, task.type, checkpoint.target_scaling)
 
     def predict_val() -> tuple[np.ndarray, np.ndarray]:
         result = run([runner], splits["val"])
         return result.targets, result.values[0]
 
-    if task.type == "regression" and weight == "auto":
-        covered = covered_rows(net.companion, splits["val"], num_atoms(splits["val"]))
-        choose_weights(net.companion, fit, predict_val, task.type, task.metric, covered)
+    fit = fit_blend(net.companion, net.config, (train, num_atoms(train)), (splits["val"], num_atoms(splits["val"])),
+                    task.type, task.target_names, weight, checkpoint.target_scaling, predict_val, task.metric)
 
     def evaluate(part: str) -> dict[str, float]:
         result = run([runner], splits[part])

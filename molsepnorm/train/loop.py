@@ -45,8 +45,7 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.companion import (CompanionFit, choose_weights, component_scores, covered_rows, feature_name,
-                                        fit_companion, format_weights, store_features)
+from molsepnorm.train.companion import CompanionFit, component_scores, feature_name, fit_blend, format_weights
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
                                      resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
@@ -549,18 +548,15 @@ class Trainer:
         companion = getattr(self.eval_model, "companion", None)
         if companion is None:
             return None
-        fit = fit_companion(companion, self.splits.train, self.sizes["train"], self.task, self.splits.target_names,
-                            weight=self.tc.companion_weight, scaler=self.scaler,
-                            val=(self.splits.val, self.sizes["val"]))
-        store_features(self.model_config, companion)  # chosen on validation for regression: best.pt rebuilds it
-        if self.task == "regression" and self.tc.companion_weight == "auto":
-            covered = covered_rows(companion, self.splits.val, self.sizes["val"])
-            choose_weights(companion, fit, lambda: self.predict("val"), self.task, self.monitor, covered)
+        fit = fit_blend(companion, self.model_config, (self.splits.train, self.sizes["train"]),
+                        (self.splits.val, self.sizes["val"]), self.task, self.splits.target_names,
+                        self.tc.companion_weight, self.scaler, lambda: self.predict("val"), self.monitor)
         fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
             log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; validation %s: "
                      "Graphormer %.4f, companion %.4f; best.pt blends them with weight %s on the companion",
-                     feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.metric, fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
+                     feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.metric,
+                     fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
                      fit.scores["fingerprint"]["val"].get(self.metric, float("nan")),
                      format_weights(fit.weights, fit.weights_novel))
         return fit
