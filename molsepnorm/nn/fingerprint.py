@@ -128,7 +128,7 @@ def _bucket_counts(idents: list[Tensor], mask: Tensor, bits: int) -> Tensor:
 
 
 class FingerprintCompanion(nn.Module):
-    """A linear model on ``log(1 + substructure counts)`` and its blend weights.
+    """A linear model on substructure counts (``log(1 + count)`` or the raw counts, ``counts``) and its blend weights.
 
     Its coefficients are buffers, not parameters: gradient training never touches them;
     :func:`molsepnorm.train.companion.fit_companion` sets them after training. Until then

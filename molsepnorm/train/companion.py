@@ -67,10 +67,9 @@ MIN_VALIDATION_GAIN = 0.02
 def resolve_companion(companion: str, task: str) -> str:
     """``"fingerprint"`` or ``"none"``: ``"auto"`` fits a companion for every task.
 
-    On molhiv (scaffold split) the even blend was ahead of the Graphormer alone on every
-    seed, and on the small classification set level with it (docs/accuracy.md, "A
-    fingerprint companion"); a regression companion's weight is chosen on validation, so
-    where it does not help the Graphormer predicts alone."""
+    Why for every task: docs/accuracy.md, "A fingerprint companion" (classification) and "A
+    group-contribution companion for regression"; a regression companion's weight is chosen
+    on validation, so where it does not help the Graphormer predicts alone."""
     if companion not in COMPANIONS:
         raise MolsepnormError(f"train.companion must be one of {COMPANIONS}, got {companion!r}")
     return "fingerprint" if companion == "auto" else companion
@@ -207,6 +206,15 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
             ``companion.radius`` and ``companion.properties`` change, and the caller stores
             them in the model config that rebuilds the checkpoint (:func:`store_features`).
     """
+    return _fit(companion, graphs, sizes, task, target_names, weight, scaler, l2, val)[0]
+
+
+def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence[int], task: str,
+         target_names: Sequence[str], weight: Union[float, str], scaler: Optional[Any], l2: Optional[float],
+         val: Optional[tuple[Sequence[Any], Sequence[int]]]) -> tuple[CompanionFit, Optional[Any]]:
+    """:func:`fit_companion`, and the validation split's features of the kind chosen (sparse
+    ``(N, bits)``, input order) when it chose one, else None: :func:`fit_blend` reads its
+    coverage from them rather than hashing the split again."""
     if weight != "auto" and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1):
         raise MolsepnormError(f"train.companion_weight must be in (0, 1] or 'auto', got {weight!r}")
     if weight == "auto":
@@ -219,7 +227,7 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
     choose = task == "regression" and weight == "auto" and val is not None
     kinds = GROUP_FEATURES if choose else ((companion.radius, companion.properties),)
     scores: dict[str, float] = {}
-    best: Optional[tuple[float, tuple[int, bool], Any, dict[str, bool], np.ndarray, np.ndarray]] = None
+    best: Optional[tuple[float, tuple[int, bool], Any, dict[str, bool], np.ndarray, np.ndarray, Any]] = None
     # every kind of features from one pass over each split: the counts of its groups add up
     largest, with_properties = max(r for r, _ in kinds), any(p for _, p in kinds)
     train_groups, y = feature_groups(graphs, sizes, companion.bits, largest, with_properties)
@@ -242,9 +250,9 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
             score = float(np.mean(per_target)) if per_target else 0.0
             scores[feature_name(radius, properties)] = score
         if best is None or score < best[0]:
-            best = (score, (radius, properties), X, fitted, coef, intercept)
+            best = (score, (radius, properties), X, fitted, coef, intercept, X_val if choose else None)
     assert best is not None
-    _, (radius, properties), X, fitted, coef, intercept = best
+    _, (radius, properties), X, fitted, coef, intercept, chosen_val = best
     for t, name in enumerate(target_names):
         if not fitted[name]:
             n = int(np.isfinite(y[:, t]).sum())
@@ -263,7 +271,7 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
     return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=radius,
                         counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
                         seconds=time.perf_counter() - start, weights=weights, weights_novel=dict(weights),
-                        properties=properties, features=scores)
+                        properties=properties, features=scores), chosen_val
 
 
 def fit_blend(companion: FingerprintCompanion, config: Any, train: tuple[Sequence[Any], Sequence[int]],
@@ -275,10 +283,11 @@ def fit_blend(companion: FingerprintCompanion, config: Any, train: tuple[Sequenc
     features stored in the model ``config`` (:func:`store_features`), and for regression with
     weight ``"auto"`` the blend weights chosen on ``val`` (:func:`choose_weights`, with
     ``predict_val() -> (targets, predictions)``)."""
-    fit = fit_companion(companion, train[0], train[1], task, target_names, weight=weight, scaler=scaler, val=val)
+    fit, val_features = _fit(companion, train[0], train[1], task, target_names, weight, scaler, None, val)
     store_features(config, companion)
     if task == "regression" and weight == "auto":
-        covered = covered_rows(companion, val[0], val[1])
+        covered = (covered_rows(companion, val[0], val[1]) if val_features is None
+                   else covered_by(val_features, companion.seen.cpu().numpy() != 0))
         choose_weights(companion, fit, predict_val, task, metric, covered)
     return fit
 
@@ -326,8 +335,8 @@ def ridge(X: Any, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
 
     Solved by LSQR (Paige & Saunders 1982: ``scipy.sparse.linalg.lsqr`` with ``damp =
     sqrt(alpha)``) on the column-centred sparse ``(n, p)`` matrix ``X`` as an implicit
-    operator, restricted to the columns that occur: ``X`` stays sparse, and a short
-    regression run does not spend a second importing scikit-learn's linear models.
+    operator, restricted to the columns that occur: ``X`` stays sparse, and a regression run
+    need not import scikit-learn's linear models.
     """
     from scipy.sparse.linalg import LinearOperator, lsqr
 

@@ -18,7 +18,7 @@ from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_FEATURES, GROUP_RADIUS,
                                         MIN_VALIDATION_GAIN, CompanionFit, choose_weights, companion_model_keys,
                                         covered_by, covered_rows, feature_name, format_weights,
-                                        fit_companion, resolve_companion, ridge, substructure_features)
+                                        fit_blend, fit_companion, resolve_companion, ridge, substructure_features)
 
 
 def splits_of(path):
@@ -264,6 +264,18 @@ def test_validation_chooses_the_radius_of_the_property_s_atom_types(tmp_path, wr
     fixed = fit_companion(kept.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"],
                           weight=1.0, scaler=scaler, val=(splits.val, num_atoms(splits.val)))
     assert fixed.features == {} and (kept.companion.radius, kept.companion.properties) == (GROUP_RADIUS, False)
+    # fit_blend reads validation's coverage from the features of the kind chosen, hashed once
+    runner = Runner(model, "regression", scaler)
+
+    def predict_val():
+        result = run([runner], splits.val)
+        return result.targets, result.values[0]
+
+    blended = fit_blend(model.companion, model.config, (splits.train, num_atoms(splits.train)),
+                        (splits.val, num_atoms(splits.val)), "regression", ["tpsa"], "auto", scaler, predict_val, "mae")
+    novel = int((~covered_rows(model.companion, splits.val, num_atoms(splits.val))).sum())
+    assert 0 < novel < len(splits.val)
+    assert blended.coverage["tpsa"]["novel_molecules"] == novel
 
 
 
