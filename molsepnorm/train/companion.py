@@ -37,7 +37,7 @@ import torch
 
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.nn.fingerprint import FingerprintCompanion, substructure_count_groups, substructure_counts
-from molsepnorm.train.config import COMPANIONS
+from molsepnorm.train.config import COMPANIONS, resolve_monitor
 from molsepnorm.train.logs import LOGGER_NAME
 
 log = logging.getLogger(LOGGER_NAME)
@@ -529,8 +529,10 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
         result = run([runner], splits["val"])
         return result.targets, result.values[0]
 
+    # the weights are chosen on the validation metric the training run monitored, as it chose them
+    monitor = resolve_monitor(checkpoint.config.get("train", {}).get("monitor", "auto"), task.type, task.metric)
     fit = fit_blend(net.companion, net.config, (train, num_atoms(train)), (splits["val"], num_atoms(splits["val"])),
-                    task.type, task.target_names, weight, checkpoint.target_scaling, predict_val, task.metric)
+                    task.type, task.target_names, weight, checkpoint.target_scaling, predict_val, monitor)
 
     def evaluate(part: str) -> dict[str, float]:
         result = run([runner], splits[part])

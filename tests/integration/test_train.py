@@ -186,10 +186,13 @@ def test_add_companion_blends_a_model_trained_without_one(tmp_path, write_tpsa_c
 def test_add_companion_on_regression_chooses_radius_and_weights_on_validation(tmp_path, write_tpsa_csv):
     from molsepnorm.train import add_companion
 
-    train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1, companion="none"), out=tmp_path / "plain",
-          console=False)
+    # a run that picked its epoch by validation RMSE: the blend weights are chosen on RMSE too
+    train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1, companion="none", monitor="rmse"),
+          out=tmp_path / "plain", console=False)
     fit = add_companion(tmp_path / "plain" / "best.pt", tmp_path / "blend.pt")
     assert fit.radius == 0 and len(fit.features) == 4 and fit.weights["tpsa"] > 0
+    assert fit.validation["tpsa"]["0"] == pytest.approx(fit.scores["graphormer"]["val"]["rmse"], rel=1e-5)
+    assert fit.validation["tpsa"]["1"] == pytest.approx(fit.scores["fingerprint"]["val"]["rmse"], rel=1e-5)
     blended = Checkpoint.load(tmp_path / "blend.pt")  # rebuilt with the features the blend was chosen with
     assert (blended.model_config["companion_radius"], blended.model_config["companion_properties"]) == \
         (0, fit.properties)
