@@ -227,17 +227,21 @@ def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence
     choose = task == "regression" and weight == "auto" and val is not None
     kinds = GROUP_FEATURES if choose else ((companion.radius, companion.properties),)
     scores: dict[str, float] = {}
-    best: Optional[tuple[float, tuple[int, bool], Any, dict[str, bool], np.ndarray, np.ndarray, Any]] = None
+    best: Optional[tuple[float, tuple[int, bool], dict[str, bool], np.ndarray, np.ndarray]] = None
     # every kind of features from one pass over each split: the counts of its groups add up
     largest, with_properties = max(r for r, _ in kinds), any(p for _, p in kinds)
     train_groups, y = feature_groups(graphs, sizes, companion.bits, largest, with_properties)
-    if task == "regression" and scaler is not None:
-        y = scaler.transform(torch.as_tensor(y, dtype=torch.float32)).double().numpy()  # what the head predicts
+
+    def scaled(targets: np.ndarray) -> np.ndarray:  # regression: what the head predicts
+        if task != "regression" or scaler is None:
+            return targets
+        return scaler.transform(torch.as_tensor(targets, dtype=torch.float32)).double().numpy()
+
+    y = scaled(y)
     if choose:
         assert val is not None
         val_groups, y_val = feature_groups(val[0], val[1], companion.bits, largest, with_properties)
-        if scaler is not None:
-            y_val = scaler.transform(torch.as_tensor(y_val, dtype=torch.float32)).double().numpy()
+        y_val = scaled(y_val)
     for radius, properties in kinds:
         X = combine_groups(train_groups, radius, properties, companion.counts)
         fitted, coef, intercept = _fit_linear(X, y, task, target_names, l2)
@@ -250,9 +254,11 @@ def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence
             score = float(np.mean(per_target)) if per_target else 0.0
             scores[feature_name(radius, properties)] = score
         if best is None or score < best[0]:
-            best = (score, (radius, properties), X, fitted, coef, intercept, X_val if choose else None)
+            best = (score, (radius, properties), fitted, coef, intercept)
     assert best is not None
-    _, (radius, properties), X, fitted, coef, intercept, chosen_val = best
+    _, (radius, properties), fitted, coef, intercept = best
+    X = combine_groups(train_groups, radius, properties, companion.counts)
+    chosen_val = combine_groups(val_groups, radius, properties, companion.counts) if choose else None
     for t, name in enumerate(target_names):
         if not fitted[name]:
             n = int(np.isfinite(y[:, t]).sum())

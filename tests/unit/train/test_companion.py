@@ -278,7 +278,6 @@ def test_validation_chooses_the_radius_of_the_property_s_atom_types(tmp_path, wr
     assert blended.coverage["tpsa"]["novel_molecules"] == novel
 
 
-
 def test_one_pass_of_groups_gives_every_kind_of_features(tmp_path, write_tpsa_csv):
     from molsepnorm.train.companion import combine_groups, feature_groups
 
