@@ -56,6 +56,7 @@ _OVERRIDES = {
     "average_best": "train.average_best",
     "companion": "train.companion",
     "companion_weight": "train.companion_weight",
+    "monitor_blend": "train.monitor_blend",
     "ema": "train.ema_decay",
     "threads": "train.threads",
     "cpu_malloc": "train.cpu_malloc",
@@ -113,11 +114,15 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
                    "soup); 1: the best epoch's weights. Default: 5 for classification, 1 for regression.")
 @click.option("--companion", type=LibraryChoice("molsepnorm.train.config:COMPANIONS"), default=None,
               help="Blend the Graphormer with a linear model on substructure counts, fitted on the training "
-                   "molecules after training (ECFP-like for classification, a group-contribution model for "
+                   "molecules (ECFP-like for classification, a group-contribution model for "
                    "regression): fingerprint, none, or auto (default: fingerprint).")
 @click.option("--companion-weight", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
               metavar="W", help="The blend's weight on the fingerprint model (default: 0.5 for classification; "
                                 "for regression chosen per target on the validation split, 0 when it does not help).")
+@click.option("--monitor-blend/--no-monitor-blend", default=None,
+              help="Regression with a companion: fit it before the first epoch and pick best.pt and stop early by "
+                   "the validation metric of the blend, its weights chosen every epoch (default); with "
+                   "--no-monitor-blend by the Graphormer's own, the companion fitted after the last epoch.")
 @click.option("--ema", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="DECAY", help="Evaluate and save a moving average of the weights with this decay, e.g. 0.999.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,

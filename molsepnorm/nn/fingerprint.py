@@ -13,8 +13,8 @@ Chem. Inf. Comput. Sci. 1999) and Ertl's TPSA are defined. The hash is computed 
 integer tensor operations on the padded batch the Graphormer reads (its atom and bond
 feature columns), so every data source and ``predict`` have it without a second featurizer.
 
-The linear model is fitted once, after the Graphormer has trained, on the training split
-(:mod:`molsepnorm.train.companion`): logistic regression for binary targets, ridge
+The linear model is fitted once on the training split, after the Graphormer has trained or,
+for regression, before its first epoch (:mod:`molsepnorm.train.companion`): logistic regression for binary targets, ridge
 regression (the group-contribution model) for regression targets. The blend averages the
 two models' probabilities (binary) or standardized values (regression) with weight ``w`` on
 the fingerprint model, an ensemble of two models with different inductive biases: the

@@ -1,9 +1,9 @@
 """Fitting the fingerprint companion of a trained Graphormer (:mod:`molsepnorm.nn.fingerprint`).
 
 ``train.companion`` chooses it: ``"auto"`` (the default) and ``"fingerprint"`` fit one;
-``"none"`` never. When the Graphormer has trained, :func:`fit_companion` reads the hashed
-substructure counts of every training molecule and fits an L2-regularized linear model on
-them per target, of a kind that depends on the task:
+``"none"`` never. :func:`fit_companion` reads the hashed substructure counts of every
+training molecule and fits an L2-regularized linear model on them per target, of a kind
+that depends on the task:
 
 * binary targets: logistic regression (scikit-learn) on ``log(1 + count)`` of substructures of radius
   0..2 (ECFP4-like, 2,048 buckets), penalty :data:`COMPANION_L2` per training molecule
@@ -24,6 +24,16 @@ them per target, of a kind that depends on the task:
 
 The fit reads the training split only; the validation split chooses a regression
 companion's features and blend weight, as it chooses the epoch; the test split plays no part.
+
+When: a classification companion, or a regression one with a fixed weight, is fitted after
+the last epoch (:func:`fit_blend`). A regression companion with weight ``"auto"`` is fitted
+before the first (:func:`prepare_blend`, ``train.monitor_blend``, the default): its
+predictions do not depend on the Graphormer, so after every epoch its
+:class:`ValidationBlend` chooses the weights for that epoch's Graphormer and scores the
+blend, and the blend's validation metric picks ``best.pt`` and drives early stopping. The
+epoch kept is then the one whose *blend* predicts best, not the one whose Graphormer alone
+does; where the linear model takes the prediction (an additive property) the run stops
+once the blend has stopped improving (docs/accuracy.md, "The blend picks the epoch").
 """
 from __future__ import annotations
 
@@ -285,17 +295,32 @@ def fit_blend(companion: FingerprintCompanion, config: Any, train: tuple[Sequenc
               weight: Union[float, str], scaler: Optional[Any],
               predict_val: Callable[[], tuple[np.ndarray, np.ndarray]], metric: str) -> CompanionFit:
     """What training does with a companion after the last epoch (and :func:`add_companion`
-    after it): :func:`fit_companion` on the ``train`` split (graphs, atom counts), the chosen
-    features stored in the model ``config`` (:func:`store_features`), and for regression with
-    weight ``"auto"`` the blend weights chosen on ``val`` (:func:`choose_weights`, with
-    ``predict_val() -> (targets, predictions)``)."""
+    after it): :func:`prepare_blend`, then for regression with weight ``"auto"`` the blend
+    weights chosen on ``val`` for the model as it is (:meth:`ValidationBlend.choose`)."""
+    fit, blend = prepare_blend(companion, config, train, val, task, target_names, weight, scaler, predict_val, metric)
+    if blend is not None:
+        _, alone = predict_val()
+        blend.choose(alone).apply(companion, fit)
+    return fit
+
+
+def prepare_blend(companion: FingerprintCompanion, config: Any, train: tuple[Sequence[Any], Sequence[int]],
+                  val: tuple[Sequence[Any], Sequence[int]], task: str, target_names: Sequence[str],
+                  weight: Union[float, str], scaler: Optional[Any],
+                  predict_val: Callable[[], tuple[np.ndarray, np.ndarray]],
+                  metric: str) -> tuple[CompanionFit, Optional[ValidationBlend]]:
+    """:func:`fit_companion` on the ``train`` split (graphs, atom counts), the chosen features
+    stored in the model ``config`` (:func:`store_features`), and for regression with weight
+    ``"auto"`` the :class:`ValidationBlend` that chooses its weights on ``val``
+    (``predict_val() -> (targets, predictions)`` runs the model once; the companion's
+    weights are 0 afterwards, the Graphormer alone), else None."""
     fit, val_features = _fit(companion, train[0], train[1], task, target_names, weight, scaler, None, val)
     store_features(config, companion)
-    if task == "regression" and weight == "auto":
-        covered = (covered_rows(companion, val[0], val[1]) if val_features is None
-                   else covered_by(val_features, companion.seen.cpu().numpy() != 0))
-        choose_weights(companion, fit, predict_val, task, metric, covered)
-    return fit
+    if task != "regression" or weight != "auto":
+        return fit, None
+    covered = (covered_rows(companion, val[0], val[1]) if val_features is None
+               else covered_by(val_features, companion.seen.cpu().numpy() != 0))
+    return fit, ValidationBlend.measure(companion, fit.fitted, predict_val, task, metric, covered)
 
 
 def feature_name(radius: int, properties: bool) -> str:
@@ -362,54 +387,117 @@ def ridge(X: Any, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
 
 def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
                    predict: Callable[[], tuple[np.ndarray, np.ndarray]], task: str, metric: str,
-                   covered: Optional[np.ndarray] = None) -> None:
-    """Set each fitted target's blend weights from the validation ``metric``, and record them
-    in ``fit`` (``weights``, ``weights_novel``, ``validation``, ``coverage``).
-
-    First one weight for every molecule: the best of :data:`BLEND_WEIGHTS`, kept only when it
-    improves the metric by at least :data:`MIN_VALIDATION_GAIN` of its value with the
-    Graphormer alone (:func:`pick_weight`); otherwise that target is predicted by the
-    Graphormer alone. Then, with ``covered`` ((N,) bool: the validation molecules whose every
-    substructure occurs in the training split, :func:`covered_rows`), the best pair of
-    weights, one for covered molecules and a lower or equal one for the others
-    (:data:`BLEND_PAIRS`): it replaces the single weight only when it improves the metric
-    by at least :data:`MIN_VALIDATION_GAIN` of the single weight's value.
+                   covered: Optional[np.ndarray] = None) -> ValidationBlend:
+    """Set each fitted target's blend weights from the validation ``metric``
+    (:meth:`ValidationBlend.choose`), record them in ``fit`` (``weights``, ``weights_novel``,
+    ``validation``, ``coverage``) and return the :class:`ValidationBlend` they were chosen with.
 
     ``predict() -> (targets, predictions)`` (N, T) runs the model on the validation split
-    (it is called twice: companion weight 0, then 1; the blend of any other weight is their
-    weighted mean, in standardized or original units alike).
+    (it is called twice: companion weight 1, then 0); ``covered`` as :class:`ValidationBlend`.
     """
-    from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics
+    blend = ValidationBlend.measure(companion, fit.fitted, predict, task, metric, covered)
+    _, alone = predict()
+    blend.choose(alone).apply(companion, fit)
+    return blend
 
-    names = list(fit.fitted)
-    fitted = [t for t, name in enumerate(names) if fit.fitted[name]]
-    companion.set_weights(0.0)
-    y, alone = predict()
-    companion.set_weights(torch.as_tensor([float(t in fitted) for t in range(len(names))]))
-    _, own = predict()
-    companion.set_weights(0.0)
-    higher = HIGHER_IS_BETTER[metric]
-    for t in fitted:
-        name = names[t]
 
-        def score(w: Any) -> float:
-            blend = (1 - w) * alone[:, t] + w * own[:, t]
-            return compute_metrics(task, y[:, t:t + 1], blend[:, None], [name])[metric]
+@dataclass
+class BlendChoice:
+    """The blend weights :meth:`ValidationBlend.choose` chose per target, and why."""
 
-        scores = {w: score(w) for w in BLEND_WEIGHTS}
-        fit.validation[name] = {f"{w:g}": float(value) for w, value in scores.items()}
-        best_pair = {}
-        if covered is not None and 0 < covered.sum() < len(covered):
-            pairs = {(a, b): score(np.where(covered, a, b)) for a, b in BLEND_PAIRS}
-            best = best_of(pairs, higher)
-            best_pair = {best: pairs[best]}
-            fit.coverage[name] = {"novel_molecules": int((~covered).sum()), "pair": list(best),
-                                  "score": float(pairs[best])}
-        chosen, novel = pick_weights(scores, best_pair, higher)
-        companion.weight[t] = chosen
-        companion.weight_novel[t] = novel
-        fit.weights[name] = chosen
-        fit.weights_novel[name] = novel
+    weights: dict[str, float]  # per target: the weight on the companion
+    weights_novel: dict[str, float]  # per target: the same for a molecule with a novel substructure
+    validation: dict[str, dict[str, float]]  # per fitted target: the validation metric of every weight
+    coverage: dict[str, dict[str, Any]]  # per fitted target with novel molecules: the best pair
+
+    def set(self, companion: FingerprintCompanion) -> None:
+        """Set ``companion``'s weights to these (the targets in the order of :attr:`weights`)."""
+        companion.set_weights(torch.as_tensor(list(self.weights.values())),
+                              torch.as_tensor(list(self.weights_novel.values())))
+
+    def apply(self, companion: FingerprintCompanion, fit: CompanionFit) -> None:
+        """Set ``companion``'s weights to these and record them in ``fit``."""
+        self.set(companion)
+        fit.weights, fit.weights_novel = dict(self.weights), dict(self.weights_novel)
+        fit.validation, fit.coverage = dict(self.validation), dict(self.coverage)
+
+
+class ValidationBlend:
+    """A fitted regression companion on the validation split: its targets and its own
+    predictions, which do not change while the Graphormer trains, so that the blend of any
+    Graphormer predictions can be chosen and scored without running the model again (after
+    the last epoch, and after every epoch with ``train.monitor_blend``).
+
+    Args:
+        y: (N, T) the validation targets, original units.
+        own: (N, T) the companion's predictions alone, original units.
+        covered: (N,) bool, the validation molecules whose every substructure occurs in the
+            training split (:func:`covered_rows`), or None: one weight for every molecule.
+        fitted: per target, whether the companion was fitted (:attr:`CompanionFit.fitted`).
+        task, metric: the task and the validation metric that chooses the weights.
+    """
+
+    def __init__(self, y: np.ndarray, own: np.ndarray, covered: Optional[np.ndarray], fitted: dict[str, bool],
+                 task: str, metric: str) -> None:
+        self.y, self.own, self.covered, self.fitted = y, own, covered, dict(fitted)
+        self.task, self.metric = task, metric
+
+    @classmethod
+    def measure(cls, companion: FingerprintCompanion, fitted: dict[str, bool],
+                predict: Callable[[], tuple[np.ndarray, np.ndarray]], task: str, metric: str,
+                covered: Optional[np.ndarray] = None) -> "ValidationBlend":
+        """Run ``predict() -> (targets, predictions)`` once with the companion alone on every
+        fitted target; its weights are 0 afterwards (the Graphormer alone)."""
+        companion.set_weights(torch.as_tensor([float(ok) for ok in fitted.values()]))
+        try:
+            y, own = predict()
+        finally:
+            companion.set_weights(0.0)
+        return cls(y, own, covered, fitted, task, metric)
+
+    def choose(self, alone: np.ndarray) -> BlendChoice:
+        """The blend weights for the Graphormer's (N, T) validation predictions ``alone``.
+
+        Per fitted target, first one weight for every molecule: the best of
+        :data:`BLEND_WEIGHTS`, kept only when it improves the metric by at least
+        :data:`MIN_VALIDATION_GAIN` of its value with the Graphormer alone
+        (:func:`pick_weight`); otherwise the Graphormer alone predicts it. Then, with
+        ``covered``, the best pair of weights, one for covered molecules and a lower or
+        equal one for the others (:data:`BLEND_PAIRS`): it replaces the single weight only
+        when it improves the metric by at least :data:`MIN_VALIDATION_GAIN` of the single
+        weight's value. A target not fitted gets weight 0.
+        """
+        from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics
+
+        higher = HIGHER_IS_BETTER[self.metric]
+        choice = BlendChoice({name: 0.0 for name in self.fitted}, {name: 0.0 for name in self.fitted}, {}, {})
+        covered = self.covered
+        for t, name in enumerate(self.fitted):
+            if not self.fitted[name]:
+                continue
+
+            def score(w: Any) -> float:
+                blend = (1 - w) * alone[:, t] + w * self.own[:, t]
+                return compute_metrics(self.task, self.y[:, t:t + 1], blend[:, None], [name])[self.metric]
+
+            scores = {w: score(w) for w in BLEND_WEIGHTS}
+            choice.validation[name] = {f"{w:g}": float(value) for w, value in scores.items()}
+            best_pair = {}
+            if covered is not None and 0 < covered.sum() < len(covered):
+                pairs = {(a, b): score(np.where(covered, a, b)) for a, b in BLEND_PAIRS}
+                best = best_of(pairs, higher)
+                best_pair = {best: pairs[best]}
+                choice.coverage[name] = {"novel_molecules": int((~covered).sum()), "pair": list(best),
+                                         "score": float(pairs[best])}
+            choice.weights[name], choice.weights_novel[name] = pick_weights(scores, best_pair, higher)
+        return choice
+
+    def predictions(self, alone: np.ndarray, choice: BlendChoice) -> np.ndarray:
+        """(N, T): the blend of ``choice`` of the Graphormer's validation predictions ``alone``."""
+        weights = np.asarray([choice.weights[name] for name in self.fitted])  # (T,)
+        novel = np.asarray([choice.weights_novel[name] for name in self.fitted])
+        w = weights[None, :] if self.covered is None else np.where(self.covered[:, None], weights, novel)  # (N, T)
+        return (1 - w) * alone + w * self.own
 
 
 def covered_rows(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence[int]) -> np.ndarray:

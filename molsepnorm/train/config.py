@@ -251,6 +251,10 @@ class TrainConfig:
     # on it, in (0, 1], or "auto": 0.5 for binary targets, chosen per target on validation for regression
     companion: str = "auto"
     companion_weight: Union[float, str] = "auto"
+    # regression with companion_weight "auto": fit the companion before the first epoch and let the
+    # validation metric of the blend (its weights chosen anew every epoch) pick best.pt and drive early
+    # stopping; False: the Graphormer's own metric does, and the companion is fitted after the last epoch
+    monitor_blend: bool = True
     # early stopping: a number of epochs without a better validation metric; "auto":
     # AUTO_PATIENCE_FRACTION of the epochs (at least AUTO_PATIENCE_MIN); "off" or None: never
     patience: Union[int, str, None] = "auto"
@@ -310,8 +314,9 @@ class TrainConfig:
         check_choice("train.loss", self.loss, LOSSES)
         if self.init is not None and not isinstance(self.init, str):
             raise ConfigError(f"train.init must be a checkpoint path or model name, got {self.init!r}")
-        if not isinstance(self.freeze_encoder, bool):
-            raise ConfigError(f"train.freeze_encoder must be true or false, got {self.freeze_encoder!r}")
+        for key in ("freeze_encoder", "monitor_blend"):
+            if not isinstance(getattr(self, key), bool):
+                raise ConfigError(f"train.{key} must be true or false, got {getattr(self, key)!r}")
 
 
 @dataclass

@@ -11,11 +11,14 @@ Read top to bottom:
 4. :meth:`Trainer._end_epoch`: validation through the shared
    :func:`~molsepnorm.inference.run`, a row in ``metrics.jsonl``, ``best.pt`` when the
    validation metric improves, ``last.pt`` once ``train.checkpoint_every_seconds`` of
-   training have passed since the previous one (and after the last epoch);
+   training have passed since the previous one (and after the last epoch); with
+   ``train.monitor_blend`` (regression) the metric is that of the Graphormer's blend with
+   its fingerprint companion, fitted before the first epoch (:meth:`Trainer._prepare_blend`);
 5. :meth:`Trainer._finish`: the best weights (or, with ``train.average_best``, the average
    of the best epochs' weights, :mod:`~molsepnorm.train.soup`), with ``train.companion``
-   a fingerprint model fitted on the training split and blended in
-   (:mod:`~molsepnorm.train.companion`), on the test split, ``best.pt``, ``results.json``.
+   a fingerprint model fitted on the training split (now, or before the first epoch) and
+   blended in (:mod:`~molsepnorm.train.companion`), on the test split, ``best.pt``,
+   ``results.json``.
 
 Checkpoints are :class:`~molsepnorm.checkpoint.Checkpoint` objects; ``last.pt`` also
 carries the training state of :mod:`~molsepnorm.train.state`.
@@ -45,7 +48,8 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_b
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.companion import CompanionFit, component_scores, feature_name, fit_blend, format_weights
+from molsepnorm.train.companion import (CompanionFit, ValidationBlend, component_scores, feature_name, fit_blend,
+                                        format_weights, prepare_blend)
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
                                      resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
@@ -204,6 +208,12 @@ class Trainer:
         self.top = TopEpochs(self.average_best, self.monitor) if self.average_best > 1 else None
         self._unsaved_seconds = 0.0  # training seconds since last.pt was last written
         self._domain: Optional[ApplicabilityDomain] = None  # built when the first checkpoint is written
+        # train.monitor_blend: the companion fitted before the first epoch, and the blend's validation
+        # metric (weights chosen every epoch) picks best.pt and drives early stopping
+        self.monitor_blend = (tc.monitor_blend and self.task == "regression" and tc.companion_weight == "auto"
+                              and getattr(self.eval_model, "companion", None) is not None)
+        self.blend: Optional[ValidationBlend] = None  # set by _prepare_blend
+        self._companion_fit: Optional[CompanionFit] = None
 
     def _budget(self) -> tuple[int, int]:
         """``(epochs to run, scheduler length in steps)`` from ``epochs`` and ``max_steps``."""
@@ -237,6 +247,8 @@ class Trainer:
         if not self.state.started:
             self._log_start()
             self._save_last()  # from now on the run directory always holds a resumable last.pt
+        if self.monitor_blend and self.blend is None:
+            self._prepare_blend()
         stopped = "epochs"
         while self.state.epoch < self.max_epochs:
             if self.tc.max_steps is not None and self.state.step >= self.tc.max_steps:
@@ -273,8 +285,9 @@ class Trainer:
                  "no early stopping" if self.patience is None else
                  f"early stopping after {self.patience} epochs without a better validation {self.monitor}"
                  + (f", not before epoch {self.earliest_stop}" if self.earliest_stop else ""))
-        log.info("best.pt: %s", f"the average of the {self.average_best} best epochs' weights by validation "
-                 f"{self.monitor}" if self.top else f"the best epoch's weights by validation {self.monitor}")
+        by = f"validation {self.monitor}" + (" of the blend with the companion" if self.monitor_blend else "")
+        log.info("best.pt: %s", f"the average of the {self.average_best} best epochs' weights by {by}" if self.top
+                 else f"the best epoch's weights by {by}")
         batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
         if tc.batching == "bucket" and "batch" in batch_kinds:
             log.warning("a batch norm (model %s) with size-bucketed batches: each batch holds molecules of one "
@@ -369,23 +382,33 @@ class Trainer:
         epoch_seconds = sums[3] / self.env.world_size
         graphs_per_s = sums[2] / epoch_seconds if epoch_seconds > 0 else float("nan")
         t_eval = time.perf_counter()
-        val = self.evaluate("val")
+        y_val, predicted = self.predict("val")
+        val = self._metrics(y_val, predicted)
+        monitored, blend_row, choice = val, {}, None
+        if self.blend is not None:  # train.monitor_blend
+            choice = self.blend.choose(predicted)
+            monitored = self._metrics(y_val, self.blend.predictions(predicted, choice))
+            blend_row = {**{f"val_blend_{k}": v for k, v in monitored.items()},
+                         "blend_weight": format_weights(choice.weights, choice.weights_novel)}
         eval_seconds = time.perf_counter() - t_eval
         st.epoch += 1
         st.batch_in_epoch = 0
-        value = val.get(self.monitor, float("nan"))
+        value = monitored.get(self.monitor, float("nan"))
         finite = _params_finite(self.eval_model)
         improved = is_better(self.monitor, value, st.best_value) and finite
+        own = val.get(self.monitor, float("nan"))
+        # train.monitor_blend: an epoch whose blend ties with the best (the Graphormer weighs nothing in
+        # either) keeps the better Graphormer in best.pt, but is no progress for early stopping
+        kept = improved or (self.blend is not None and finite and value == st.best_value
+                            and is_better(self.monitor, own, st.best_model_value))
         if self.top is not None and finite:
             self.top.offer(value, st.epoch, self.eval_model.state_dict())
-        if improved:
-            st.best_value, st.best_epoch, st.best_val = value, st.epoch, dict(val)
-            st.bad_epochs = 0
-            self._best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.eval_model.state_dict().items()}
-        else:
-            st.bad_epochs += 1
+        if kept:
+            st.best_value, st.best_epoch, st.best_val, st.best_model_value = value, st.epoch, dict(monitored), own
+            self._best_state = self._weights_with(choice)
+        st.bad_epochs = 0 if improved else st.bad_epochs + 1
         row = {"epoch": st.epoch, "step": st.step, "lr": self.scheduler.get_last_lr()[0],
-               "train_loss": train_loss, **{f"val_{k}": v for k, v in val.items()},
+               "train_loss": train_loss, **{f"val_{k}": v for k, v in val.items()}, **blend_row,
                f"best_val_{self.monitor}": st.best_value, "epoch_seconds": epoch_seconds,
                "eval_seconds": eval_seconds, "graphs_per_second": graphs_per_s}
         if self.tc.on_nonfinite == "skip":
@@ -393,10 +416,11 @@ class Trainer:
         st.loss_sum, st.loss_graphs, st.skipped_batches, st.epoch_graphs, st.epoch_seconds = 0.0, 0, 0, 0, 0.0
         if self.run_dir is not None:
             self.run_dir.append_metrics(row)
-        log.info("epoch %d  step %d  train loss %.4f  val %s%s  (%.1f s, %.0f graphs/s)", st.epoch, st.step,
-                 train_loss, _short(val), "  *best*" if improved else "", epoch_seconds, graphs_per_s)
-        if improved and self.run_dir is not None:
-            self._checkpoint("best", state_dict=self.eval_model.state_dict()).save(self.run_dir.best)
+        log.info("epoch %d  step %d  train loss %.4f  val %s%s%s  (%.1f s, %.0f graphs/s)", st.epoch, st.step,
+                 train_loss, _short(val), f"  blend {_short(monitored)} (weight {blend_row['blend_weight']})"
+                 if blend_row else "", "  *best*" if kept else "", epoch_seconds, graphs_per_s)
+        if kept and self.run_dir is not None:
+            self._checkpoint("best", state_dict=self._best_state).save(self.run_dir.best)
         # epoch_seconds is the same on every rank (all-reduced), so all ranks agree on saving (a collective)
         self._unsaved_seconds += epoch_seconds
         if self._unsaved_seconds >= self.tc.checkpoint_every_seconds:
@@ -415,8 +439,22 @@ class Trainer:
 
     def evaluate(self, split: str | Any = "val") -> dict[str, float]:
         """Metrics of the current weights on a split name (``"val"``, ``"test"``, ``"train"``) or a data set."""
-        y_true, y_pred = self.predict(split)
+        return self._metrics(*self.predict(split))
+
+    def _metrics(self, y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
         return compute_metrics(self.task, y_true, y_pred, self.splits.target_names, dataset=self.splits.name)
+
+    def _weights_with(self, choice: Any) -> dict[str, Tensor]:
+        """A CPU copy of the evaluated weights; with a blend ``choice`` (train.monitor_blend),
+        its weights set in the companion's buffers (and reset to 0 in the model afterwards)."""
+        companion = getattr(self.eval_model, "companion", None)
+        if choice is not None and companion is not None:
+            choice.set(companion)
+        try:
+            return {k: v.detach().to("cpu", copy=True) for k, v in self.eval_model.state_dict().items()}
+        finally:
+            if choice is not None and companion is not None:
+                companion.set_weights(0.0)
 
     # ------------------------------------------------------------------ checkpoints
     def _model_state(self) -> dict[str, Tensor]:
@@ -541,6 +579,25 @@ class Trainer:
                          seconds=seconds, averaged_epochs=averaged,
                          companion=companion.to_dict() if companion is not None else None)
 
+    def _prepare_blend(self) -> None:
+        """train.monitor_blend: fit the companion on the training split before the first epoch
+        (:func:`~molsepnorm.train.companion.prepare_blend`), its weights 0 while the Graphormer
+        trains; :attr:`blend` then chooses and scores the blend after every epoch."""
+        companion = self.eval_model.companion
+        with torch.random.fork_rng(devices=[]):  # draws nothing from training's random streams: exact resume
+            fit, blend = prepare_blend(companion, self.model_config, (self.splits.train, self.sizes["train"]),
+                                       (self.splits.val, self.sizes["val"]), self.task, self.splits.target_names,
+                                       self.tc.companion_weight, self.scaler, lambda: self.predict("val"),
+                                       self.monitor)
+        trained = ddp.unwrap(self.model).companion
+        if trained is not companion:  # a weight average (train.ema_decay) averages the same fit
+            trained.load_state_dict(companion.state_dict())
+        self._companion_fit, self.blend = fit, blend
+        if self.run_dir is not None:
+            log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; best.pt and early "
+                     "stopping follow the validation %s of its blend with the Graphormer, weights chosen every "
+                     "epoch", feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.monitor)
+
     def _fit_companion(self) -> Optional[CompanionFit]:
         """Fit the model's fingerprint companion (if it has one) on the training split, choose a
         regression blend's weights on validation (``train.companion_weight: auto``), and score
@@ -548,9 +605,16 @@ class Trainer:
         companion = getattr(self.eval_model, "companion", None)
         if companion is None:
             return None
-        fit = fit_blend(companion, self.model_config, (self.splits.train, self.sizes["train"]),
-                        (self.splits.val, self.sizes["val"]), self.task, self.splits.target_names,
-                        self.tc.companion_weight, self.scaler, lambda: self.predict("val"), self.monitor)
+        if self.blend is not None:  # fitted before the first epoch: the weights for the weights kept
+            assert self._companion_fit is not None
+            fit = self._companion_fit
+            companion.set_weights(0.0)
+            _, alone = self.predict("val")
+            self.blend.choose(alone).apply(companion, fit)
+        else:
+            fit = fit_blend(companion, self.model_config, (self.splits.train, self.sizes["train"]),
+                            (self.splits.val, self.sizes["val"]), self.task, self.splits.target_names,
+                            self.tc.companion_weight, self.scaler, lambda: self.predict("val"), self.monitor)
         fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
             log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; validation %s: "

@@ -29,6 +29,8 @@ class Progress:
     best_value: Optional[float] = None
     best_epoch: Optional[int] = None
     best_val: dict[str, float] = field(default_factory=dict)
+    # train.monitor_blend: the Graphormer's own monitored value at best_epoch (it breaks the blend's ties)
+    best_model_value: Optional[float] = None
     bad_epochs: int = 0  # epochs without improvement (early stopping)
     loss_sum: float = 0.0  # sum over this epoch's batches of loss * graphs
     loss_graphs: int = 0

@@ -12,6 +12,7 @@ import yaml
 from molsepnorm.checkpoint import Checkpoint
 from molsepnorm.inference import evaluate_checkpoint
 from molsepnorm.train.api import train
+from molsepnorm.train.companion import format_weights
 from molsepnorm.train.config import load_experiment_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +52,7 @@ def test_regression_run_writes_a_complete_run_directory(tmp_path, write_tpsa_csv
     assert results["best_epoch"] == result.best_epoch
     # best.pt is the best epoch's Graphormer, blended with the group-contribution model where that helped
     graphormer = result.companion["scores"]["graphormer"]["val"]["mae"]
-    assert graphormer == pytest.approx(min(r["val_mae"] for r in rows), rel=1e-5)
+    assert graphormer == pytest.approx(rows[result.best_epoch - 1]["val_mae"], rel=1e-5)
     assert result.val["mae"] <= graphormer
 
 
@@ -204,7 +205,8 @@ def test_average_best_writes_the_evaluated_average_of_the_best_epochs(tmp_path, 
 
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
     run = tmp_path / "run"
-    result = train(tiny(csv, epochs=4, patience="off", average_best=3), out=run, console=False)
+    # ranked by the Graphormer's own validation metric (the blend's ranks them by default)
+    result = train(tiny(csv, epochs=4, patience="off", average_best=3, monitor_blend=False), out=run, console=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     maes = [row["val_mae"] for row in rows]
     assert result.averaged_epochs == sorted(sorted(range(1, 5), key=lambda e: maes[e - 1])[:3])
@@ -238,3 +240,32 @@ def test_zinc_subset_short_run_reports_test_mae(tmp_path, data_root, assert_data
     assert report["dataset"] == "zinc-subset" and report["num_molecules"] == 1000
     assert report["metrics"]["mae"] == pytest.approx(result.test["mae"])
     assert Checkpoint.load(run / "best.pt").featurizer.vocab == "zinc"
+
+
+def test_the_blend_with_the_companion_picks_the_epoch_of_a_regression_run(tmp_path, write_tpsa_csv):
+    """train.monitor_blend (the default): the companion is fitted before the first epoch, every
+    epoch's row holds the blend's validation metrics and weights, and best.pt is the epoch with
+    the best blend (of equal blends, the better Graphormer), carrying that epoch's weights.
+    With --no-monitor-blend the Graphormer's own metric picks it, as before."""
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    run = tmp_path / "blend"
+    result = train(tiny(csv, epochs=5, patience="off"), out=run, console=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert all({"val_blend_mae", "val_blend_rmse", "blend_weight"} <= set(row) for row in rows)
+    best = min(rows, key=lambda r: (r["val_blend_mae"], r["val_mae"]))
+    assert result.best_epoch == best["epoch"]
+    assert result.val["mae"] == pytest.approx(best["val_blend_mae"], rel=1e-5)
+    assert [row["best_val_mae"] for row in rows] == [min(r["val_blend_mae"] for r in rows[:i + 1])
+                                                     for i in range(len(rows))]
+    companion = result.companion
+    assert format_weights(companion["weights"], companion["weights_novel"]) == best["blend_weight"]
+    assert companion["scores"]["graphormer"]["val"]["mae"] == pytest.approx(best["val_mae"], rel=1e-5)
+    state = Checkpoint.load(run / "best.pt").state_dict
+    assert state["companion.weight"].tolist() == [companion["weights"]["tpsa"]]
+    assert "best.pt and early stopping follow the validation mae of its blend" in (run / "train.log").read_text()
+
+    own = train(tiny(csv, epochs=5, patience="off", monitor_blend=False), out=tmp_path / "own", console=False)
+    own_rows = [json.loads(line) for line in (tmp_path / "own" / "metrics.jsonl").read_text().splitlines()]
+    assert not any("val_blend_mae" in row for row in own_rows)
+    assert [row["val_mae"] for row in own_rows] == pytest.approx([row["val_mae"] for row in rows])  # same training
+    assert own.best_epoch == min(own_rows, key=lambda r: r["val_mae"])["epoch"]

@@ -134,7 +134,7 @@ def test_a_weight_must_beat_the_graphormer_alone_by_the_minimum_gain(gain, chose
     fit = CompanionFit(kind="fingerprint", weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=50,
                        fitted={"a": True, "b": False}, seconds=0.0, weights={"a": 0.0, "b": 0.0})
     choose_weights(companion, fit, predict, "regression", "mae")
-    assert calls == [[0.0, 0.0], [1.0, 0.0]]  # the Graphormer alone, then the fitted target's companion alone
+    assert calls == [[1.0, 0.0], [0.0, 0.0]]  # the fitted target's companion alone, then the Graphormer alone
     assert fit.weights == {"a": chosen, "b": 0.0} and companion.weight.tolist() == [chosen, 0.0]
     assert fit.validation["a"] == pytest.approx({f"{w:g}": 1 - w * gain for w in BLEND_WEIGHTS})
     assert "b" not in fit.validation
