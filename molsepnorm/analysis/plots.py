@@ -34,6 +34,9 @@ METRIC_LABELS = {
     "val_prauc": "validation PR-AUC",
     "val_logloss": "validation log loss",
     "val_loss": "validation loss",
+    "val_blend_mae": "validation MAE, blend",
+    "val_blend_rmse": "validation RMSE, blend",
+    "val_blend_r2": "validation R², blend",
     "graphs_per_second": "training graphs / s",
     "epoch_seconds": "seconds per epoch",
 }
@@ -123,13 +126,23 @@ def plot_summary(
 
 
 def _main_metrics(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The validation metric(s) a run selected its best checkpoint on (``best_val_<m>`` keys)."""
+    """The validation metric(s) a run selected its best checkpoint on (``best_val_<m>`` keys):
+    ``val_blend_<m>`` where the rows have it (train.monitor_blend), else ``val_<m>``."""
     found: list[str] = []
     for row in rows:
         for key in row:
-            if key.startswith("best_val_") and f"val_{key[9:]}" not in found:
-                found.append(f"val_{key[9:]}")
+            if not key.startswith("best_val_"):
+                continue
+            name = key[len("best_val_"):]
+            selected = f"val_blend_{name}" if any(f"val_blend_{name}" in r for r in rows) else f"val_{name}"
+            if selected not in found:
+                found.append(selected)
     return found
+
+
+def _metric_name(key: str) -> str:
+    """``"mae"`` of ``"val_mae"`` or ``"val_blend_mae"``."""
+    return key.removeprefix("val_").removeprefix("blend_")
 
 
 def plot_curves(
@@ -155,7 +168,8 @@ def plot_curves(
     all_rows = [row for rows in histories.values() for row in rows]
     if metrics is None:
         selected = _main_metrics(all_rows)
-        metrics = ["train_loss", *selected, *(["val_rocauc"] if "val_rocauc" not in selected else []), "lr"]
+        own = [f"val_{_metric_name(m)}" for m in selected if m.startswith("val_blend_")]  # the Graphormer alone
+        metrics = ["train_loss", *selected, *own, *(["val_rocauc"] if "val_rocauc" not in selected else []), "lr"]
     metrics = [m for m in metrics if any(_finite(row.get(m)) for row in all_rows)]
     if not metrics:
         raise ValueError("no metric to plot: the runs have no finite values of the requested keys")
@@ -174,7 +188,7 @@ def plot_curves(
             color = f"C{i % 10}"
             ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=1.4, color=color, label=label)
             if key in selection[label]:
-                higher = HIGHER_IS_BETTER.get(key[len("val_"):], False)
+                higher = HIGHER_IS_BETTER.get(_metric_name(key), False)
                 best = int(np.nanargmax(ys) if higher else np.nanargmin(ys))
                 ax.plot([xs[best]], [ys[best]], marker="*", markersize=11, color=color, linestyle="none")
         ax.set_xlabel(x)

@@ -131,8 +131,9 @@ class FingerprintCompanion(nn.Module):
     """A linear model on substructure counts (``log(1 + count)`` or the raw counts, ``counts``) and its blend weights.
 
     Its coefficients are buffers, not parameters: gradient training never touches them;
-    :func:`molsepnorm.train.companion.fit_companion` sets them after training. Until then
-    the blend weights are 0 and the blend returns the Graphormer's output unchanged.
+    :func:`molsepnorm.train.companion.fit_companion` sets them (after training, or for
+    regression before its first epoch). While the blend weights are 0 (until training has
+    chosen them) the blend returns the Graphormer's output unchanged.
 
     Buffers: ``coef`` (bits, T) and ``intercept`` (T,) of the linear model; ``seen`` (bits,),
     1 for a bucket that occurs in the training split; ``weight`` (T,), the blend weight on

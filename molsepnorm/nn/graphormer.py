@@ -90,7 +90,7 @@ class GraphormerConfig:
     readout: str = "cls+sum"
     num_tasks: int = 1  # outputs (logits for classification); the loss belongs to training
     # --- fingerprint companion (molsepnorm.nn.fingerprint) ----------------------------
-    # a linear model on hashed circular-substructure counts, fitted after training and blended
+    # a linear model on hashed circular-substructure counts, fitted by training and blended
     # with the head's output; 0 buckets: none. Training sets these from train.companion.
     companion_bits: int = 0
     companion_radius: int = 2

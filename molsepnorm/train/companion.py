@@ -1,4 +1,4 @@
-"""Fitting the fingerprint companion of a trained Graphormer (:mod:`molsepnorm.nn.fingerprint`).
+"""Fitting the fingerprint companion of a Graphormer (:mod:`molsepnorm.nn.fingerprint`) and choosing its blend.
 
 ``train.companion`` chooses it: ``"auto"`` (the default) and ``"fingerprint"`` fit one;
 ``"none"`` never. :func:`fit_companion` reads the hashed substructure counts of every
@@ -294,9 +294,10 @@ def fit_blend(companion: FingerprintCompanion, config: Any, train: tuple[Sequenc
               val: tuple[Sequence[Any], Sequence[int]], task: str, target_names: Sequence[str],
               weight: Union[float, str], scaler: Optional[Any],
               predict_val: Callable[[], tuple[np.ndarray, np.ndarray]], metric: str) -> CompanionFit:
-    """What training does with a companion after the last epoch (and :func:`add_companion`
-    after it): :func:`prepare_blend`, then for regression with weight ``"auto"`` the blend
-    weights chosen on ``val`` for the model as it is (:meth:`ValidationBlend.choose`)."""
+    """What training does with a companion after the last epoch (unless ``train.monitor_blend``
+    fitted it before the first) and :func:`add_companion` after it: :func:`prepare_blend`,
+    then for regression with weight ``"auto"`` the blend weights chosen on ``val`` for the
+    model as it is (:meth:`ValidationBlend.choose`)."""
     fit, blend = prepare_blend(companion, config, train, val, task, target_names, weight, scaler, predict_val, metric)
     if blend is not None:
         _, alone = predict_val()

@@ -246,7 +246,7 @@ class TrainConfig:
     # best.pt: the weights of the best epoch (1), or the average of the weights of this many best epochs
     # (molsepnorm.train.soup); "auto": CLASSIFICATION_AVERAGE_BEST for classification, 1 for regression
     average_best: Union[int, str] = "auto"
-    # a linear model on substructure counts fitted after training and blended with the Graphormer
+    # a linear model on substructure counts fitted on the training split and blended with the Graphormer
     # (molsepnorm.train.companion): "auto" (= "fingerprint") | "fingerprint" | "none"; the blend weight
     # on it, in (0, 1], or "auto": 0.5 for binary targets, chosen per target on validation for regression
     companion: str = "auto"

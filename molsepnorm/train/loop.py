@@ -10,8 +10,9 @@ Read top to bottom:
    or is skipped, ``train.on_nonfinite``);
 4. :meth:`Trainer._end_epoch`: validation through the shared
    :func:`~molsepnorm.inference.run`, a row in ``metrics.jsonl``, ``best.pt`` when the
-   validation metric improves, ``last.pt`` once ``train.checkpoint_every_seconds`` of
-   training have passed since the previous one (and after the last epoch); with
+   validation metric improves (or, with the blend below, ties with a better Graphormer),
+   ``last.pt`` once ``train.checkpoint_every_seconds`` of training have passed since the
+   previous one (and after the last epoch); with
    ``train.monitor_blend`` (regression) the metric is that of the Graphormer's blend with
    its fingerprint companion, fitted before the first epoch (:meth:`Trainer._prepare_blend`);
 5. :meth:`Trainer._finish`: the best weights (or, with ``train.average_best``, the average
@@ -214,6 +215,7 @@ class Trainer:
                               and getattr(self.eval_model, "companion", None) is not None)
         self.blend: Optional[ValidationBlend] = None  # set by _prepare_blend
         self._companion_fit: Optional[CompanionFit] = None
+        self._companion_state: dict[str, Tensor] = {}  # the fitted companion's buffers, weights 0
 
     def _budget(self) -> tuple[int, int]:
         """``(epochs to run, scheduler length in steps)`` from ``epochs`` and ``max_steps``."""
@@ -402,7 +404,7 @@ class Trainer:
         kept = improved or (self.blend is not None and finite and value == st.best_value
                             and is_better(self.monitor, own, st.best_model_value))
         if self.top is not None and finite:
-            self.top.offer(value, st.epoch, self.eval_model.state_dict())
+            self.top.offer(value, st.epoch, self.eval_model.state_dict(), tiebreak=own if self.blend else None)
         if kept:
             st.best_value, st.best_epoch, st.best_val, st.best_model_value = value, st.epoch, dict(monitored), own
             self._best_state = self._weights_with(choice)
@@ -510,6 +512,11 @@ class Trainer:
         self.optimizer.load_state_dict(ts["optimizer"])
         self.scheduler.load_state_dict(ts["scheduler"])
         self.state = Progress.from_dict(ts["progress"])
+        if self.monitor_blend and self.state.epoch > 0 and "best_model_value" not in ts["progress"]:
+            log.warning("%s was written before train.monitor_blend: its best epochs were picked by the Graphormer's "
+                        "own validation %s, and the run goes on so; the companion is fitted after the last epoch",
+                        checkpoint.name, self.monitor)
+            self.monitor_blend = False
         self._best_state = ts.get("best_model")
         if self.ema is not None:
             if ts.get("ema") is not None:
@@ -544,8 +551,9 @@ class Trainer:
         if self.top is not None and len(self.top) > 1:
             best_state, averaged = self.top.average(), sorted(self.top.epochs)
             self.eval_model.load_state_dict(best_state)
-            log.info("best.pt averages the weights of epochs %s, the %d best by validation %s",
-                     ", ".join(map(str, averaged)), len(averaged), self.monitor)
+            log.info("best.pt averages the weights of epochs %s, the %d best by validation %s%s",
+                     ", ".join(map(str, averaged)), len(averaged), self.monitor,
+                     " of the blend" if self.blend is not None else "")
         companion = self._fit_companion()
         if companion is not None and best_state is not None:
             best_state = {k: v.detach().clone() for k, v in self.eval_model.state_dict().items()}
@@ -589,9 +597,11 @@ class Trainer:
                                        (self.splits.val, self.sizes["val"]), self.task, self.splits.target_names,
                                        self.tc.companion_weight, self.scaler, lambda: self.predict("val"),
                                        self.monitor)
+        self._companion_state = {k: v.detach().clone() for k, v in companion.state_dict().items()}
         trained = ddp.unwrap(self.model).companion
         if trained is not companion:  # a weight average (train.ema_decay) averages the same fit
-            trained.load_state_dict(companion.state_dict())
+            trained.load_state_dict(self._companion_state)
+            trained.radius, trained.properties = companion.radius, companion.properties
         self._companion_fit, self.blend = fit, blend
         if self.run_dir is not None:
             log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; best.pt and early "
@@ -599,16 +609,19 @@ class Trainer:
                      "epoch", feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.monitor)
 
     def _fit_companion(self) -> Optional[CompanionFit]:
-        """Fit the model's fingerprint companion (if it has one) on the training split, choose a
-        regression blend's weights on validation (``train.companion_weight: auto``), and score
-        the Graphormer alone, the companion alone and the blend (logged; results.json)."""
+        """Fit the model's fingerprint companion (if it has one) on the training split (unless
+        :meth:`_prepare_blend` did before the first epoch), choose a regression blend's weights
+        on validation (``train.companion_weight: auto``) for the weights kept, and score the
+        Graphormer alone, the companion alone and the blend (logged; results.json)."""
         companion = getattr(self.eval_model, "companion", None)
         if companion is None:
             return None
         if self.blend is not None:  # fitted before the first epoch: the weights for the weights kept
             assert self._companion_fit is not None
             fit = self._companion_fit
-            companion.set_weights(0.0)
+            # the fit itself, whatever the kept weights carry (an average's rounding, a run resumed from
+            # last.pt), weights 0: the Graphormer alone
+            companion.load_state_dict(self._companion_state)
             _, alone = self.predict("val")
             self.blend.choose(alone).apply(companion, fit)
         else:

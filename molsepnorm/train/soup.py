@@ -45,7 +45,8 @@ class TopEpochs:
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         self.k, self.metric = k, metric
-        self._kept: list[tuple[float, int, dict[str, Tensor]]] = []  # (value, epoch, weights), best first
+        # (value, tiebreak, epoch, weights), best first
+        self._kept: list[tuple[float, Optional[float], int, dict[str, Tensor]]] = []
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -53,28 +54,36 @@ class TopEpochs:
     @property
     def epochs(self) -> list[int]:
         """The kept epochs (1-based), best first."""
-        return [epoch for _, epoch, _ in self._kept]
+        return [epoch for _, _, epoch, _ in self._kept]
 
-    def offer(self, value: float, epoch: int, state_dict: dict[str, Tensor]) -> bool:
+    def _ahead(self, value: float, tiebreak: Optional[float], other: tuple[float, Optional[float]]) -> bool:
+        """``(value, tiebreak)`` ranks before ``other``: a better value, or an equal one with a better tiebreak."""
+        if is_better(self.metric, value, other[0]):
+            return True
+        return value == other[0] and tiebreak is not None and is_better(self.metric, tiebreak, other[1])
+
+    def offer(self, value: float, epoch: int, state_dict: dict[str, Tensor], tiebreak: Optional[float] = None) -> bool:
         """Keep this epoch's weights (a CPU copy) if ``value`` ranks among the ``k`` best;
-        a NaN never does.  Ties keep the earlier epoch ahead.  Returns whether it was kept."""
+        a NaN never does.  Of equal values the better ``tiebreak`` (with train.monitor_blend:
+        the Graphormer's own metric) ranks ahead, then the earlier epoch.  Returns whether it was kept."""
         place = len(self._kept)
-        while place > 0 and is_better(self.metric, value, self._kept[place - 1][0]):
+        while place > 0 and self._ahead(value, tiebreak, self._kept[place - 1][:2]):
             place -= 1
         if place >= self.k or not is_better(self.metric, value, None):
             return False
         weights = {name: t.detach().to("cpu", copy=True) for name, t in state_dict.items()}
-        self._kept.insert(place, (float(value), int(epoch), weights))
+        self._kept.insert(place, (float(value), tiebreak, int(epoch), weights))
         del self._kept[self.k:]
         return True
 
     def average(self) -> Optional[dict[str, Tensor]]:
         """The uniform average of the kept weights (module docstring); None when none is kept."""
-        return average_weights([weights for _, _, weights in self._kept]) if self._kept else None
+        return average_weights([weights for _, _, _, weights in self._kept]) if self._kept else None
 
     def state_dict(self) -> list[dict[str, Any]]:
         """Plain data for ``last.pt``: an exact resume keeps the same ingredients."""
-        return [{"value": value, "epoch": epoch, "weights": weights} for value, epoch, weights in self._kept]
+        return [{"value": value, "tiebreak": tiebreak, "epoch": epoch, "weights": weights}
+                for value, tiebreak, epoch, weights in self._kept]
 
     def load_state_dict(self, state: list[dict[str, Any]]) -> None:
-        self._kept = [(float(s["value"]), int(s["epoch"]), s["weights"]) for s in state][: self.k]
+        self._kept = [(float(s["value"]), s.get("tiebreak"), int(s["epoch"]), s["weights"]) for s in state][: self.k]

@@ -195,6 +195,37 @@ def test_a_classification_run_begun_before_average_best_resumes_with_its_best_ep
     assert "a run begun before train.average_best" in (tmp_path / "cut" / "train.log").read_text()
 
 
+def test_a_regression_run_begun_before_monitor_blend_resumes_as_it_began(tmp_path, interrupt_training,
+                                                                         write_tpsa_csv):
+    """Its config.yaml has no monitor_blend (so true today) and its last.pt no record of the
+    Graphormer's own best value: its best epoch so far was picked by the Graphormer's metric,
+    so the resumed run goes on by that metric and fits the companion at the end, as it began."""
+    from molsepnorm._yaml import safe_load
+    from molsepnorm.train.api import resume, train
+    from molsepnorm.train.config import load_experiment_config
+
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    config = lambda: load_experiment_config(TINY, {  # noqa: E731
+        "data.dataset": str(csv), "train.epochs": 3, "train.batch_size": 32, "train.seed": 3, "train.patience": "off",
+        "train.checkpoint_every_steps": 3, "train.checkpoint_every_seconds": 0, "train.threads": 1,
+        "train.progress": False, "train.batching": "random", "train.monitor_blend": False})
+    full = train(config(), out=tmp_path / "full", console=False)
+    with interrupt_training(10):
+        train(config(), out=tmp_path / "cut", console=False)
+    written = tmp_path / "cut" / "config.yaml"
+    raw = safe_load(written.read_text())
+    assert raw["train"].pop("monitor_blend") is False
+    written.write_text(yaml.safe_dump(raw))
+    last = Checkpoint.load(tmp_path / "cut" / "last.pt")
+    assert last.training_state["progress"].pop("best_model_value") == last.training_state["progress"]["best_value"]
+    last.save(tmp_path / "cut" / "last.pt")
+
+    resumed = resume(tmp_path / "cut", console=False)
+    assert resumed.val == full.val and resumed.test == full.test and resumed.best_epoch == full.best_epoch
+    assert rows(tmp_path / "cut") == rows(tmp_path / "full")  # no blend columns after the resume either
+    assert "written before train.monitor_blend" in (tmp_path / "cut" / "train.log").read_text()
+
+
 def test_resume_refuses_other_settings_and_missing_runs(tmp_path):
     from click.testing import CliRunner
 

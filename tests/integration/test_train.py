@@ -269,3 +269,15 @@ def test_the_blend_with_the_companion_picks_the_epoch_of_a_regression_run(tmp_pa
     assert not any("val_blend_mae" in row for row in own_rows)
     assert [row["val_mae"] for row in own_rows] == pytest.approx([row["val_mae"] for row in rows])  # same training
     assert own.best_epoch == min(own_rows, key=lambda r: r["val_mae"])["epoch"]
+
+
+def test_average_best_on_the_blend_ranks_equal_blends_by_the_graphormer(tmp_path, write_tpsa_csv):
+    """On TPSA a tiny Graphormer gets weight 0 in every epoch's blend, so the blends tie: the
+    epochs averaged are those whose Graphormer alone validates best, not the first ones."""
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    run = tmp_path / "run"
+    result = train(tiny(csv, epochs=5, patience="off", average_best=2), out=run, console=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len({row["val_blend_mae"] for row in rows}) == 1  # the linear model alone in every epoch's blend
+    ranked = sorted(rows, key=lambda r: (r["val_blend_mae"], r["val_mae"], r["epoch"]))
+    assert result.averaged_epochs == sorted(r["epoch"] for r in ranked[:2]) != [1, 2]
