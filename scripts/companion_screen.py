@@ -13,7 +13,7 @@ training molecule.
 
 Nothing is trained and no checkpoint is changed. Test figures are printed beside the
 validation figures so that selection rules can be compared after the fact; the rule the
-library uses (:func:`molsepnorm.train.companion.choose_weights`) reads validation only.
+library uses (:meth:`molsepnorm.train.companion.ValidationBlend.choose`) reads validation only.
 
     python scripts/companion_screen.py runs/a/best.pt runs/b/best.pt --out screen.json
     python scripts/companion_screen.py --summary screen.json

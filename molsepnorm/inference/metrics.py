@@ -32,6 +32,15 @@ def is_better(metric: str, new: float, best: Optional[float]) -> bool:
     return new > best if HIGHER_IS_BETTER[metric] else new < best
 
 
+def is_ahead(metric: str, new: float, new_tiebreak: Optional[float], best: Optional[float],
+             best_tiebreak: Optional[float]) -> bool:
+    """Whether ``new`` improves on ``best`` for ``metric``, or equals it with a tiebreak
+    (another value of the same metric; None: none) that improves on ``best_tiebreak``."""
+    if is_better(metric, new, best):
+        return True
+    return new == best and new_tiebreak is not None and is_better(metric, new_tiebreak, best_tiebreak)
+
+
 def compute_metrics(
     task: str,
     y_true: np.ndarray,

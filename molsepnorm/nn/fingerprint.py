@@ -14,8 +14,9 @@ integer tensor operations on the padded batch the Graphormer reads (its atom and
 feature columns), so every data source and ``predict`` have it without a second featurizer.
 
 The linear model is fitted once on the training split, after the Graphormer has trained or,
-for regression, before its first epoch (:mod:`molsepnorm.train.companion`): logistic regression for binary targets, ridge
-regression (the group-contribution model) for regression targets. The blend averages the
+for regression, before its first epoch (:mod:`molsepnorm.train.companion`): logistic
+regression for binary targets, ridge regression (the group-contribution model) for
+regression targets. The blend averages the
 two models' probabilities (binary) or standardized values (regression) with weight ``w`` on
 the fingerprint model, an ensemble of two models with different inductive biases: the
 substructure counts that a random forest or chemprop's bond messages read directly

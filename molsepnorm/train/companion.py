@@ -15,7 +15,7 @@ that depends on the task:
   (radius 0 and 1), with or without each atom's feature values one by one, whichever
   predicts the validation split better (:data:`GROUP_FEATURES`; docs/accuracy.md, "The
   group-contribution radius" and "Atom properties in the group-contribution model").
-  Its blend weight is chosen per target on the validation split (:func:`choose_weights`):
+  Its blend weight is chosen per target on the validation split (:meth:`ValidationBlend.choose`):
   on a property that is a sum of atom contributions it wins (Crippen logP); on others the
   validation split usually keeps the Graphormer alone (docs/accuracy.md, "A
   group-contribution companion for regression"). Validation may also give a molecule with
@@ -64,9 +64,9 @@ GROUP_RADIUS = 1  # the largest radius a regression companion is built with (its
 #: without each atom's feature values one by one (a price for an atom type not seen whole)
 GROUP_FEATURES = ((0, False), (0, True), (1, False), (1, True))
 GROUP_L2 = 1e-5  # L2 penalty per training molecule: light, the counts are few and exact
-#: the blend weights :func:`choose_weights` tries for a regression target
+#: the blend weights :meth:`ValidationBlend.choose` tries for a regression target
 BLEND_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
-#: the (covered, novel) weight pairs :func:`choose_weights` tries: never more weight on the
+#: the (covered, novel) weight pairs :meth:`ValidationBlend.choose` tries: never more weight on the
 #: linear model for a molecule with a substructure it has not seen than for one it has seen whole
 BLEND_PAIRS = tuple((a, b) for a in BLEND_WEIGHTS for b in BLEND_WEIGHTS if b <= a)
 #: a weight above 0 must improve the validation metric by this fraction of its value without
@@ -98,7 +98,7 @@ def companion_model_keys(companion: str, task: str) -> dict[str, Any]:
 
 @dataclass
 class CompanionFit:
-    """What :func:`fit_companion` (and :func:`choose_weights`) did: per target, whether it
+    """What :func:`fit_companion` (and :meth:`ValidationBlend.choose`) did: per target, whether it
     was fitted (a binary target needs both classes among its training labels) and its blend
     weight, and the time taken."""
 
@@ -206,7 +206,7 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         target_names: one per target, for the log and :class:`CompanionFit`.
         weight: the blend weight on the companion, in (0, 1], or ``"auto"``:
             :data:`COMPANION_WEIGHT` for binary targets; for regression 0 (the Graphormer
-            alone) until :func:`choose_weights` chooses it on validation.
+            alone) until :meth:`ValidationBlend.choose` chooses it on validation.
         scaler: the run's target standardization (regression), or None.
         l2: the L2 penalty per training molecule (default :data:`COMPANION_L2` for binary
             targets, :data:`GROUP_L2` for regression).
@@ -223,7 +223,7 @@ def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence
          target_names: Sequence[str], weight: Union[float, str], scaler: Optional[Any], l2: Optional[float],
          val: Optional[tuple[Sequence[Any], Sequence[int]]]) -> tuple[CompanionFit, Optional[Any]]:
     """:func:`fit_companion`, and the validation split's features of the kind chosen (sparse
-    ``(N, bits)``, input order) when it chose one, else None: :func:`fit_blend` reads its
+    ``(N, bits)``, input order) when it chose one, else None: :func:`prepare_blend` reads its
     coverage from them rather than hashing the split again."""
     if weight != "auto" and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight <= 1):
         raise MolsepnormError(f"train.companion_weight must be in (0, 1] or 'auto', got {weight!r}")
@@ -300,8 +300,7 @@ def fit_blend(companion: FingerprintCompanion, config: Any, train: tuple[Sequenc
     model as it is (:meth:`ValidationBlend.choose`)."""
     fit, blend = prepare_blend(companion, config, train, val, task, target_names, weight, scaler, predict_val, metric)
     if blend is not None:
-        _, alone = predict_val()
-        blend.choose(alone).apply(companion, fit)
+        blend.settle(companion, fit, predict_val)
     return fit
 
 
@@ -384,22 +383,6 @@ def ridge(X: Any, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
     coef = np.zeros(p)
     coef[used] = coef_u
     return coef, mean_y - float(mean_x @ coef_u)
-
-
-def choose_weights(companion: FingerprintCompanion, fit: CompanionFit,
-                   predict: Callable[[], tuple[np.ndarray, np.ndarray]], task: str, metric: str,
-                   covered: Optional[np.ndarray] = None) -> ValidationBlend:
-    """Set each fitted target's blend weights from the validation ``metric``
-    (:meth:`ValidationBlend.choose`), record them in ``fit`` (``weights``, ``weights_novel``,
-    ``validation``, ``coverage``) and return the :class:`ValidationBlend` they were chosen with.
-
-    ``predict() -> (targets, predictions)`` (N, T) runs the model on the validation split
-    (it is called twice: companion weight 1, then 0); ``covered`` as :class:`ValidationBlend`.
-    """
-    blend = ValidationBlend.measure(companion, fit.fitted, predict, task, metric, covered)
-    _, alone = predict()
-    blend.choose(alone).apply(companion, fit)
-    return blend
 
 
 @dataclass
@@ -493,6 +476,16 @@ class ValidationBlend:
             choice.weights[name], choice.weights_novel[name] = pick_weights(scores, best_pair, higher)
         return choice
 
+    def settle(self, companion: FingerprintCompanion, fit: CompanionFit,
+               predict: Callable[[], tuple[np.ndarray, np.ndarray]]) -> BlendChoice:
+        """Choose the weights for the model as it is (``predict() -> (targets, predictions)``
+        runs it on the validation split with the companion's weights at 0), set them in
+        ``companion`` and record them in ``fit``."""
+        _, alone = predict()
+        choice = self.choose(alone)
+        choice.apply(companion, fit)
+        return choice
+
     def predictions(self, alone: np.ndarray, choice: BlendChoice) -> np.ndarray:
         """(N, T): the blend of ``choice`` of the Graphormer's validation predictions ``alone``."""
         weights = np.asarray([choice.weights[name] for name in self.fitted])  # (T,)
@@ -522,7 +515,7 @@ def best_of(scores: dict[Any, float], higher_is_better: bool) -> Any:
 
 def pick_weight(scores: dict[float, float], higher_is_better: bool,
                 min_gain: float = MIN_VALIDATION_GAIN) -> float:
-    """The blend weight of :func:`choose_weights`' rule from ``{weight: validation metric}``:
+    """The blend weight of :meth:`ValidationBlend.choose`'s rule from ``{weight: validation metric}``:
     the best weight (the first of equals), or 0 when it improves on weight 0 by less than
     ``min_gain`` of weight 0's value."""
     best = best_of(scores, higher_is_better)
@@ -531,7 +524,7 @@ def pick_weight(scores: dict[float, float], higher_is_better: bool,
 
 def pick_weights(scores: dict[float, float], pairs: dict[tuple[float, float], float], higher_is_better: bool,
                  min_gain: float = MIN_VALIDATION_GAIN) -> tuple[float, float]:
-    """``(weight, weight_novel)`` by :func:`choose_weights`' rule from the validation metric of
+    """``(weight, weight_novel)`` by :meth:`ValidationBlend.choose`'s rule from the validation metric of
     every single weight (``scores``) and of every pair (covered, novel) (``pairs``; empty:
     one weight for all): :func:`pick_weight`, then the best pair if it improves on that by at
     least ``min_gain`` of its value."""

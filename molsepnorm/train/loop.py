@@ -45,7 +45,7 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.data.columns import num_atoms, targets
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_better, summary_table
+from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_ahead, is_better, summary_table
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
@@ -210,7 +210,8 @@ class Trainer:
         self._unsaved_seconds = 0.0  # training seconds since last.pt was last written
         self._domain: Optional[ApplicabilityDomain] = None  # built when the first checkpoint is written
         # train.monitor_blend: the companion fitted before the first epoch, and the blend's validation
-        # metric (weights chosen every epoch) picks best.pt and drives early stopping
+        # metric (weights chosen every epoch) picks best.pt and drives early stopping. monitor_blend is
+        # the intent (a resume of an older run turns it off); blend is set once the companion is fitted
         self.monitor_blend = (tc.monitor_blend and self.task == "regression" and tc.companion_weight == "auto"
                               and getattr(self.eval_model, "companion", None) is not None)
         self.blend: Optional[ValidationBlend] = None  # set by _prepare_blend
@@ -401,10 +402,10 @@ class Trainer:
         own = val.get(self.monitor, float("nan"))
         # train.monitor_blend: an epoch whose blend ties with the best (the Graphormer weighs nothing in
         # either) keeps the better Graphormer in best.pt, but is no progress for early stopping
-        kept = improved or (self.blend is not None and finite and value == st.best_value
-                            and is_better(self.monitor, own, st.best_model_value))
+        tiebreak = own if self.blend is not None else None
+        kept = finite and is_ahead(self.monitor, value, tiebreak, st.best_value, st.best_model_value)
         if self.top is not None and finite:
-            self.top.offer(value, st.epoch, self.eval_model.state_dict(), tiebreak=own if self.blend else None)
+            self.top.offer(value, st.epoch, self.eval_model.state_dict(), tiebreak=tiebreak)
         if kept:
             st.best_value, st.best_epoch, st.best_val, st.best_model_value = value, st.epoch, dict(monitored), own
             self._best_state = self._weights_with(choice)
@@ -622,8 +623,7 @@ class Trainer:
             # the fit itself, whatever the kept weights carry (an average's rounding, a run resumed from
             # last.pt), weights 0: the Graphormer alone
             companion.load_state_dict(self._companion_state)
-            _, alone = self.predict("val")
-            self.blend.choose(alone).apply(companion, fit)
+            self.blend.settle(companion, fit, lambda: self.predict("val"))
         else:
             fit = fit_blend(companion, self.model_config, (self.splits.train, self.sizes["train"]),
                             (self.splits.val, self.sizes["val"]), self.task, self.splits.target_names,

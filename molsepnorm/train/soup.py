@@ -20,7 +20,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from molsepnorm.inference.metrics import is_better
+from molsepnorm.inference.metrics import is_ahead, is_better
 
 
 def average_weights(states: list[dict[str, Tensor]]) -> dict[str, Tensor]:
@@ -56,18 +56,12 @@ class TopEpochs:
         """The kept epochs (1-based), best first."""
         return [epoch for _, _, epoch, _ in self._kept]
 
-    def _ahead(self, value: float, tiebreak: Optional[float], other: tuple[float, Optional[float]]) -> bool:
-        """``(value, tiebreak)`` ranks before ``other``: a better value, or an equal one with a better tiebreak."""
-        if is_better(self.metric, value, other[0]):
-            return True
-        return value == other[0] and tiebreak is not None and is_better(self.metric, tiebreak, other[1])
-
     def offer(self, value: float, epoch: int, state_dict: dict[str, Tensor], tiebreak: Optional[float] = None) -> bool:
         """Keep this epoch's weights (a CPU copy) if ``value`` ranks among the ``k`` best;
         a NaN never does.  Of equal values the better ``tiebreak`` (with train.monitor_blend:
         the Graphormer's own metric) ranks ahead, then the earlier epoch.  Returns whether it was kept."""
         place = len(self._kept)
-        while place > 0 and self._ahead(value, tiebreak, self._kept[place - 1][:2]):
+        while place > 0 and is_ahead(self.metric, value, tiebreak, *self._kept[place - 1][:2]):
             place -= 1
         if place >= self.k or not is_better(self.metric, value, None):
             return False

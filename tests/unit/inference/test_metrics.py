@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, log_loss, mean_absolute_error, r2_score, roc_auc_score
 
-from molsepnorm.inference.metrics import compute_metrics, is_better
+from molsepnorm.inference.metrics import compute_metrics, is_ahead, is_better
 
 
 def test_regression_matches_sklearn_and_masks_nan():
@@ -81,3 +81,12 @@ def test_is_better_directions_and_nan():
     assert is_better("mae", 0.5, None)
     assert not is_better("mae", float("nan"), None)
     assert not is_better("rocauc", float("nan"), 0.5)
+
+
+def test_is_ahead_breaks_equal_values_by_the_tiebreak_in_the_metric_direction():
+    assert is_ahead("mae", 0.1, None, 0.2, None)  # a better value needs no tiebreak
+    assert not is_ahead("mae", 0.2, 0.1, 0.1, 0.5)  # a worse value loses whatever its tiebreak
+    assert is_ahead("mae", 0.2, 0.3, 0.2, 0.4) and not is_ahead("mae", 0.2, 0.4, 0.2, 0.3)
+    assert is_ahead("rocauc", 0.8, 0.7, 0.8, 0.6) and not is_ahead("rocauc", 0.8, 0.6, 0.8, 0.7)
+    assert not is_ahead("mae", 0.2, None, 0.2, 0.4)  # no tiebreak: an equal value is not ahead
+    assert is_ahead("mae", 0.2, 0.4, 0.2, None)  # the first tiebreak recorded

@@ -16,7 +16,7 @@ from molsepnorm.inference.runner import Runner, run
 from molsepnorm.nn.fingerprint import FingerprintCompanion
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_FEATURES, GROUP_RADIUS,
-                                        MIN_VALIDATION_GAIN, CompanionFit, choose_weights, companion_model_keys,
+                                        MIN_VALIDATION_GAIN, CompanionFit, ValidationBlend, companion_model_keys,
                                         covered_by, covered_rows, feature_name, format_weights,
                                         fit_blend, fit_companion, resolve_companion, ridge, substructure_features)
 
@@ -110,7 +110,8 @@ def test_auto_weight_waits_for_validation_on_regression(tmp_path, write_tpsa_csv
         out = run([runner], splits.val)
         return out.targets, out.values[0]
 
-    choose_weights(model.companion, fit, predict, "regression", "mae")
+    ValidationBlend.measure(model.companion, fit.fitted, predict, "regression", "mae").settle(model.companion, fit,
+                                                                                             predict)
     scores = fit.validation["tpsa"]
     best = min(BLEND_WEIGHTS, key=lambda w: scores[f"{w:g}"])
     assert best > 0 and fit.weights == {"tpsa": best} and model.companion.weight.tolist() == [best]
@@ -133,7 +134,7 @@ def test_a_weight_must_beat_the_graphormer_alone_by_the_minimum_gain(gain, chose
 
     fit = CompanionFit(kind="fingerprint", weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=50,
                        fitted={"a": True, "b": False}, seconds=0.0, weights={"a": 0.0, "b": 0.0})
-    choose_weights(companion, fit, predict, "regression", "mae")
+    ValidationBlend.measure(companion, fit.fitted, predict, "regression", "mae").settle(companion, fit, predict)
     assert calls == [[1.0, 0.0], [0.0, 0.0]]  # the fitted target's companion alone, then the Graphormer alone
     assert fit.weights == {"a": chosen, "b": 0.0} and companion.weight.tolist() == [chosen, 0.0]
     assert fit.validation["a"] == pytest.approx({f"{w:g}": 1 - w * gain for w in BLEND_WEIGHTS})
@@ -165,7 +166,8 @@ def test_molecules_with_novel_substructures_get_their_own_weight_when_validation
 
     fit = CompanionFit(kind="fingerprint", weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=40,
                        fitted={"a": True}, seconds=0.0)
-    choose_weights(companion, fit, predict, "regression", "mae", covered)
+    ValidationBlend.measure(companion, fit.fitted, predict, "regression", "mae", covered).settle(companion, fit,
+                                                                                                 predict)
     assert (fit.coverage["a"]["novel_molecules"], tuple(fit.coverage["a"]["pair"])) == (20, pair)
     assert fit.coverage["a"]["score"] == pytest.approx(score)
     assert (fit.weights["a"], fit.weights_novel["a"]) == weights
