@@ -461,7 +461,7 @@ class ValidationBlend:
                 continue
 
             def score(w: Any) -> float:
-                blend = (1 - w) * alone[:, t] + w * self.own[:, t]
+                blend = _mix(alone[:, t], self.own[:, t], w)
                 return compute_metrics(self.task, self.y[:, t:t + 1], blend[:, None], [name])[self.metric]
 
             scores = {w: score(w) for w in BLEND_WEIGHTS}
@@ -491,7 +491,13 @@ class ValidationBlend:
         weights = np.asarray([choice.weights[name] for name in self.fitted])  # (T,)
         novel = np.asarray([choice.weights_novel[name] for name in self.fitted])
         w = weights[None, :] if self.covered is None else np.where(self.covered[:, None], weights, novel)  # (N, T)
-        return (1 - w) * alone + w * self.own
+        return _mix(alone, self.own, w)
+
+
+def _mix(alone: np.ndarray, own: np.ndarray, w: Any) -> np.ndarray:
+    """The blend of the Graphormer's predictions ``alone`` and the companion's ``own`` with
+    weight ``w`` (a number or an array that broadcasts) on the companion."""
+    return (1 - w) * alone + w * own
 
 
 def covered_rows(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence[int]) -> np.ndarray:

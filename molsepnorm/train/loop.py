@@ -450,14 +450,13 @@ class Trainer:
     def _weights_with(self, choice: Any) -> dict[str, Tensor]:
         """A CPU copy of the evaluated weights; with a blend ``choice`` (train.monitor_blend),
         its weights set in the companion's buffers (and reset to 0 in the model afterwards)."""
-        companion = getattr(self.eval_model, "companion", None)
-        if choice is not None and companion is not None:
-            choice.set(companion)
+        if choice is not None:  # only a model with a companion has a blend
+            choice.set(self.eval_model.companion)
         try:
             return {k: v.detach().to("cpu", copy=True) for k, v in self.eval_model.state_dict().items()}
         finally:
-            if choice is not None and companion is not None:
-                companion.set_weights(0.0)
+            if choice is not None:
+                self.eval_model.companion.set_weights(0.0)
 
     # ------------------------------------------------------------------ checkpoints
     def _model_state(self) -> dict[str, Tensor]:
