@@ -202,9 +202,11 @@ class FingerprintCompanion(nn.Module):
         return self._own(substructure_counts(batch, self.bits, self.radius, self.properties))
 
     def _own(self, counts: Tensor) -> Tensor:
-        """(B, T) from (B, bits) counts: the linear model on ``log(1 + counts)`` or the counts."""
+        """(B, T) from (B, bits) counts: the linear model on ``log(1 + counts)`` or the counts,
+        in float32 under autocast too (a sum of thousands of products loses its digits in bf16)."""
         features = torch.log1p(counts) if self.counts == "log" else counts
-        return features @ self.coef + self.intercept
+        with torch.autocast(device_type=counts.device.type, enabled=False):
+            return features.float() @ self.coef.float() + self.intercept.float()
 
     def covered(self, counts: Tensor) -> Tensor:
         """(B,) bool: every bucket of the (B, bits) ``counts`` is seen in the training split."""

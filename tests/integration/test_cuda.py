@@ -1,6 +1,6 @@
 """The CUDA path: the same model on a GPU as on a CPU, bf16 training whose checkpoints
 reload on a CPU-only machine (with the companion models blended in), resume with the GPU's
-dropout stream, pretraining.
+dropout stream, pretraining; the regression blend monitored on the GPU's predictions.
 
 Every test here needs a CUDA GPU and is skipped without one (CI has none); they were
 run on a lent GPU machine (docs/benchmarks.md, "GPU").
@@ -93,6 +93,9 @@ def test_a_bf16_gpu_run_reloads_and_predicts_on_a_cpu(tmp_path, write_tpsa_csv):
     result = train(load_experiment_config(TINY, _train_args(csv, run, epochs=4)), out=run, console=False)
     assert "cuda" in (run / "train.log").read_text()
     assert result.history[-1]["train_loss"] < result.history[0]["train_loss"]
+    # the blend is scored after every epoch on the GPU's predictions and picks the epoch kept
+    blend = [row["val_blend_mae"] for row in result.history]
+    assert all(np.isfinite(blend)) and blend[result.best_epoch - 1] == min(blend)
 
     for name in ("best.pt", "last.pt"):  # weights, optimizer state, RNG streams: all saved as CPU tensors
         tensors = list(_tensors(torch.load(run / name, weights_only=True)))  # no map_location
