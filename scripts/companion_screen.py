@@ -33,12 +33,11 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
            weights: list[float], threads: int) -> dict:
     """Validation and test MAE of every (radius, counts, l2, weight) variant for one checkpoint."""
     import torch
-    from sklearn.linear_model import Ridge
 
     from molsepnorm.checkpoint import Checkpoint, checkpoint_data
     from molsepnorm.data.columns import num_atoms
     from molsepnorm.inference.runner import Runner, run
-    from molsepnorm.train.companion import covered_by, substructure_features
+    from molsepnorm.train.companion import covered_by, ridge, substructure_features
 
     torch.set_num_threads(threads)
     ckpt = Checkpoint.load(checkpoint)
@@ -65,8 +64,8 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
             seen = np.asarray((X["train"] != 0).sum(0)).ravel() > 0
             covered = {p: covered_by(X[p], seen) for p in ("val", "test")}
             for l2 in l2s:
-                model = Ridge(alpha=l2 * len(y_train)).fit(X["train"], y_train)
-                own = {p: model.predict(X[p]) for p in ("val", "test")}
+                coef, intercept = ridge(X["train"], y_train, alpha=l2 * len(y_train))  # the companion's solver
+                own = {p: X[p] @ coef + intercept for p in ("val", "test")}
                 result["by_coverage"][f"r{radius}-{kind}-l2={l2:g}"] = {
                     p: by_coverage(parts[p]["pred"], own[p], parts[p]["y"], covered[p]) for p in ("val", "test")}
                 for w in weights:
@@ -154,7 +153,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="*", help="regression best.pt files")
     parser.add_argument("--bits", type=int, default=16384)
-    parser.add_argument("--radii", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--radii", type=int, nargs="+", default=[0, 1],
+                        help="largest substructure radii to try (default: the companion's, 0 and 1)")
     parser.add_argument("--counts", nargs="+", default=["raw", "log"], choices=["raw", "log"])
     parser.add_argument("--l2", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3, 1e-2])
     parser.add_argument("--threads", type=int, default=1)

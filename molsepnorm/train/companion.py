@@ -114,9 +114,9 @@ class CompanionFit:
     weights: dict[str, float] = field(default_factory=dict)  # per target: the blend weight best.pt uses
     properties: bool = False  # the counts also hold each atom's feature values one by one
     # regression with weight "auto": the validation MAE (standardized targets, mean over
-    # targets) of the linear model alone on each kind of features tried (``feature_name``);
-    # ``radius`` and ``properties`` are the best's
-    features: dict[str, float] = field(default_factory=dict)
+    # targets) of the linear model alone on each kind of features tried (``feature_name``;
+    # None where no fitted target has a validation label); ``radius`` and ``properties`` are the best's
+    features: dict[str, Optional[float]] = field(default_factory=dict)
     # per target: the blend weight for a molecule with a substructure no training molecule has
     weights_novel: dict[str, float] = field(default_factory=dict)
     # per target, with weight "auto" on regression: the validation metric of every weight tried
@@ -255,14 +255,14 @@ def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence
     for radius, properties in kinds:
         X = combine_groups(train_groups, radius, properties, companion.counts)
         fitted, coef, intercept = _fit_linear(X, y, task, target_names, l2)
-        score = 0.0
+        score = np.inf  # unmeasured: the first kind of features is kept
         if choose:
             X_val = combine_groups(val_groups, radius, properties, companion.counts)
             errors = np.abs(np.asarray(X_val @ coef) + intercept - y_val)  # (N, T)
             per_target = [float(np.nanmean(errors[:, t])) for t, name in enumerate(target_names)
                           if fitted[name] and np.isfinite(errors[:, t]).any()]
-            score = float(np.mean(per_target)) if per_target else 0.0
-            scores[feature_name(radius, properties)] = score
+            score = float(np.mean(per_target)) if per_target else np.inf
+            scores[feature_name(radius, properties)] = score if per_target else None
         if best is None or score < best[0]:
             best = (score, (radius, properties), fitted, coef, intercept)
     assert best is not None

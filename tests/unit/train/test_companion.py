@@ -292,3 +292,21 @@ def test_one_pass_of_groups_gives_every_kind_of_features(tmp_path, write_tpsa_cs
                                              properties=properties)
             assert (combine_groups(groups, radius, properties, counts) != X).nnz == 0
     assert np.array_equal(y, y_one, equal_nan=True)
+
+
+def test_features_no_validation_label_can_score_are_unmeasured_not_perfect(tmp_path, write_tpsa_csv):
+    """With no validation label for a fitted target, each kind of features scores None (null
+    in results.json, where 0.0 would read as a perfect fit) and the first kind is kept."""
+    import dataclasses
+    import json
+
+    splits = splits_of(write_tpsa_csv(tmp_path / "tpsa.csv"))
+    unlabelled = [graph.clone() for graph in splits.val]
+    for graph in unlabelled:
+        graph.y = torch.full_like(graph.y, float("nan"))
+    model = model_with_companion("regression")
+    fit = fit_companion(model.companion, splits.train, num_atoms(splits.train), "regression", ["tpsa"],
+                        scaler=TargetScaler.fit(targets(splits.train)), val=(unlabelled, num_atoms(unlabelled)))
+    assert fit.features == {feature_name(r, p): None for r, p in GROUP_FEATURES}
+    assert (fit.radius, fit.properties) == GROUP_FEATURES[0] and fit.fitted == {"tpsa": True}
+    assert "NaN" not in json.dumps(dataclasses.asdict(fit))
