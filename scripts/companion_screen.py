@@ -56,6 +56,7 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
     result = {"graphormer": {p: mae(parts[p]["pred"], parts[p]["y"]) for p in ("val", "test")}, "variants": {},
               "by_coverage": {}}
     y_train = parts["train"]["y"]
+    labelled = np.isfinite(y_train)  # the companion's solver, on the labelled training molecules as it fits
     for radius in radii:
         for kind in counts:
             X = {p: substructure_features(parts[p]["graphs"], num_atoms(parts[p]["graphs"]), bits, radius,
@@ -64,7 +65,7 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
             seen = np.asarray((X["train"] != 0).sum(0)).ravel() > 0
             covered = {p: covered_by(X[p], seen) for p in ("val", "test")}
             for l2 in l2s:
-                coef, intercept = ridge(X["train"], y_train, alpha=l2 * len(y_train))  # the companion's solver
+                coef, intercept = ridge(X["train"][labelled], y_train[labelled], alpha=l2 * int(labelled.sum()))
                 own = {p: X[p] @ coef + intercept for p in ("val", "test")}
                 result["by_coverage"][f"r{radius}-{kind}-l2={l2:g}"] = {
                     p: by_coverage(parts[p]["pred"], own[p], parts[p]["y"], covered[p]) for p in ("val", "test")}
@@ -150,11 +151,13 @@ def summary(results: dict, radius: Optional[int], kind: str, l2: float, min_gain
 
 
 def main() -> None:
+    from molsepnorm.train.companion import BLEND_WEIGHTS, GROUP_FEATURES, MIN_VALIDATION_GAIN
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="*", help="regression best.pt files")
     parser.add_argument("--bits", type=int, default=16384)
-    parser.add_argument("--radii", type=int, nargs="+", default=[0, 1],
-                        help="largest substructure radii to try (default: the companion's, 0 and 1)")
+    parser.add_argument("--radii", type=int, nargs="+", default=sorted({r for r, _ in GROUP_FEATURES}),
+                        help="largest substructure radii to try (default: the companion's)")
     parser.add_argument("--counts", nargs="+", default=["raw", "log"], choices=["raw", "log"])
     parser.add_argument("--l2", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3, 1e-2])
     parser.add_argument("--threads", type=int, default=1)
@@ -169,7 +172,6 @@ def main() -> None:
     parser.add_argument("--by-coverage", choices=["val", "test"],
                         help="summary: each model's MAE on covered and novel molecules of this split")
     args = parser.parse_args()
-    from molsepnorm.train.companion import BLEND_WEIGHTS, MIN_VALIDATION_GAIN
 
     if args.summary:
         results = {}

@@ -203,7 +203,8 @@ class FingerprintCompanion(nn.Module):
 
     def _own(self, counts: Tensor) -> Tensor:
         """(B, T) from (B, bits) counts: the linear model on ``log(1 + counts)`` or the counts,
-        in float32 under autocast too (a sum of thousands of products loses its digits in bf16)."""
+        in float32 with autocast off (``forward`` is called so by the Graphormer; this guards
+        :meth:`predict`, called on its own)."""
         features = torch.log1p(counts) if self.counts == "log" else counts
         with torch.autocast(device_type=counts.device.type, enabled=False):
             return features.float() @ self.coef.float() + self.intercept.float()

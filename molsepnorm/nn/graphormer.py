@@ -320,13 +320,15 @@ class Graphormer(nn.Module):
 
     def forward(self, batch: GraphBatch, return_embedding: bool = False) -> Tensor:
         """(B, num_tasks) outputs (logits for classification), blended with the fingerprint
-        companion's once it is fitted, or the (B, D) graph-token embedding with ``return_embedding``."""
+        companion's once it is fitted, or the (B, D) graph-token embedding with ``return_embedding``.
+
+        The head and the blend run in float32 with autocast off, so the outputs are float32
+        under bf16 autocast too (docs/benchmarks.md, "the regression blend in bf16")."""
         h = self.encode(batch)  # (B, N+1, D)
         if return_embedding:
             return h[:, 0]
         features = self.readout(h, batch)
-        # the head and the blend in float32 under autocast too: a bf16 output keeps 8 bits of
-        # a regression value (about 0.4 %), more than a fitted companion's error
+        # bf16 keeps 8 bits of a regression value: too few for a value the companion predicts closely
         with torch.autocast(device_type=features.device.type, enabled=False):
             out = self.head(features.float())  # (B, T)
             return out if self.companion is None else self.companion(out, batch)

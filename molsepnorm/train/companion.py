@@ -236,7 +236,7 @@ def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence
     start = time.perf_counter()
     choose = task == "regression" and weight == "auto" and val is not None
     kinds = GROUP_FEATURES if choose else ((companion.radius, companion.properties),)
-    scores: dict[str, float] = {}
+    scores: dict[str, Optional[float]] = {}
     best: Optional[tuple[float, tuple[int, bool], dict[str, bool], np.ndarray, np.ndarray]] = None
     # every kind of features from one pass over each split: the counts of its groups add up
     largest, with_properties = max(r for r, _ in kinds), any(p for _, p in kinds)
@@ -261,8 +261,9 @@ def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence
             errors = np.abs(np.asarray(X_val @ coef) + intercept - y_val)  # (N, T)
             per_target = [float(np.nanmean(errors[:, t])) for t, name in enumerate(target_names)
                           if fitted[name] and np.isfinite(errors[:, t]).any()]
-            score = float(np.mean(per_target)) if per_target else np.inf
-            scores[feature_name(radius, properties)] = score if per_target else None
+            measured = float(np.mean(per_target)) if per_target else None
+            scores[feature_name(radius, properties)] = measured
+            score = np.inf if measured is None else measured
         if best is None or score < best[0]:
             best = (score, (radius, properties), fitted, coef, intercept)
     assert best is not None
