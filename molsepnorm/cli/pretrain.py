@@ -31,6 +31,7 @@ _OVERRIDES = {
     "motif_weight": "pretrain.motif_weight",
     "motif_environments": "pretrain.motif_environments",
     "motif_scale": "pretrain.motif_scale",
+    "descriptor_weight": "pretrain.descriptor_weight",
     "max_steps": "pretrain.max_steps",
     "time_budget": "pretrain.time_budget",
     "batch_size": "pretrain.batch_size",
@@ -90,6 +91,9 @@ _OVERRIDES = {
 @click.option("--motif-environments", type=click.IntRange(min=0), default=None,
               help="Also count the molecule's atom environments (ECFP radius 0 and 1) hashed into this many "
                    "buckets among the readout's targets (default 0: off).")
+@click.option("--descriptor-weight", type=click.FloatRange(min=0), default=None,
+              help="Weight of the regression of RDKit's 2D descriptors from the readout (ChemBERTa-2's "
+                   "multitask regression; no logP, MR or TPSA among them), added to the objective (default 0: off).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Optimizer steps (the learning rate decays over them).")
 @click.option("--time-budget", type=click.FloatRange(min=0, min_open=True), default=None,

@@ -87,6 +87,7 @@ class PretrainOptions:
     motif_weight: float = 1.0  # > 0: add the functional-group count loss (GROVER's motifs) with this weight; 0: off
     motif_scale: str = "log"  # see MOTIF_SCALES
     motif_environments: int = 0  # > 0: the motif targets also count atom environments (radius 0, 1) in this many buckets
+    descriptor_weight: float = 0.0  # > 0: add the readout's regression of RDKit's 2D descriptors (ChemBERTa-2's MTR) with this weight
     max_steps: Optional[int] = None  # optimizer steps
     time_budget: Optional[float] = None  # minutes of training (summed over resumes)
     batch_size: int = 64  # molecules per batch (per process under DDP)
@@ -150,7 +151,7 @@ class PretrainOptions:
                 raise ConfigError(f"pretrain.{name} must be in (0, 1), got {getattr(self, name)}")
         if not self.temperature > 0:
             raise ConfigError(f"pretrain.temperature must be positive, got {self.temperature}")
-        for name in ("masked_weight", "contrastive_weight", "motif_weight"):
+        for name in ("masked_weight", "contrastive_weight", "motif_weight", "descriptor_weight"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"pretrain.{name} must be >= 0, got {getattr(self, name)}")
         check_optimization("pretrain", self)
@@ -166,6 +167,10 @@ class PretrainOptions:
     @property
     def uses_motifs(self) -> bool:
         return self.motif_weight > 0
+
+    @property
+    def uses_descriptors(self) -> bool:
+        return self.descriptor_weight > 0
 
 
 @dataclass

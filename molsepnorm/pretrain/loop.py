@@ -27,9 +27,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from molsepnorm.chem.descriptors import descriptor_values
 from molsepnorm.checkpoint import Checkpoint, DataProvenance, FeaturizerSpec, TaskSpec
 from molsepnorm.checkpoint.checkpoint import PRETRAINED
 from molsepnorm.checkpoint.run_dir import RunDir
@@ -38,7 +40,7 @@ from molsepnorm.errors import MolsepnormError
 from molsepnorm.predict.readers import Record
 from molsepnorm.pretrain.config import DEFAULT_WARMUP_WITHOUT_MAX_STEPS, PretrainExperiment
 from molsepnorm.pretrain.corpus import Corpus, open_corpus
-from molsepnorm.pretrain.objectives import PretextModel, describe, graph_motif_counts
+from molsepnorm.pretrain.objectives import PretextModel, describe, graph_targets
 from molsepnorm.pretrain.stream import CorpusStream, Position
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.logs import LOGGER_NAME
@@ -51,7 +53,8 @@ log = logging.getLogger(LOGGER_NAME)
 
 #: The metrics a row of metrics.jsonl averages over its steps (those of the objective).
 PARTS = ("loss", "masked_loss", "masked_acc", "visible_loss", "visible_acc", "contrastive_loss", "contrastive_acc",
-         "motif_loss")
+         "motif_loss", "descriptor_loss")
+DESCRIPTOR_REFERENCE = 2000  # molecules whose descriptors standardize the descriptor targets
 MAX_INVALID_LOGGED = 20  # invalid molecules named in the log one by one; the rest are counted
 
 
@@ -157,7 +160,7 @@ class Pretrainer:
             self.corpus, self.config.vocab, cc.chunk_size, po.batch_size, po.batching, po.max_tokens, po.seed,
             self.model_config.multi_hop_max_dist, self.env.rank, self.env.world_size, po.num_workers, cc.limit,
             cc.max_atoms, on_invalid=self._invalid,
-            graph_targets=partial(graph_motif_counts, environments=po.motif_environments) if po.uses_motifs else None)
+            graph_targets=partial(graph_targets, options=po) if po.uses_motifs or po.uses_descriptors else None)
 
         params = [p for p in self.pretext.parameters() if p.requires_grad]
         self.optimizer = make_adamw(params, self.device, lr=po.lr, betas=tuple(po.adam_betas), eps=po.adam_eps,
@@ -194,6 +197,8 @@ class Pretrainer:
         po, st = self.options, self.state
         if st.step == 0 and st.molecules == 0:
             self._log_start()
+            if po.uses_descriptors:
+                self._scale_descriptors()
             self._save_last()  # from now on the run directory always holds a resumable last.pt
         bar = tqdm(total=po.max_steps, initial=st.step, desc="pretrain", unit="step", dynamic_ncols=True,
                    disable=None if (po.progress and self.env.is_main) else True, leave=False)
@@ -316,6 +321,25 @@ class Pretrainer:
                  " or ".join(b for b in budget if b), po.lr, self.warmup_steps)
         if self.run_dir is not None:
             log.info("run directory %s", self.run_dir.path)
+
+    def _scale_descriptors(self) -> None:
+        """Standardize the descriptor targets by the first :data:`DESCRIPTOR_REFERENCE` readable
+        molecules of the corpus (the same on every rank; a resume reads the scale from ``last.pt``)."""
+        from rdkit import Chem
+
+        values = []
+        for record in self.corpus.records(self.config.corpus.limit):
+            mol = Chem.MolFromSmiles(record.smiles) if record.mol is None else Chem.Mol(record.mol)
+            if mol is not None and record.mol is not None:  # an SDF record is read unsanitized
+                mol = mol if Chem.SanitizeMol(mol, catchErrors=True) == Chem.SanitizeFlags.SANITIZE_NONE else None
+            if mol is not None:
+                values.append(descriptor_values(mol))
+            if len(values) == DESCRIPTOR_REFERENCE:
+                break
+        if not values:
+            raise MolsepnormError(f"corpus {self.corpus.name}: no readable molecule to scale the descriptors by")
+        self.pretext.set_descriptor_scale(np.stack(values))
+        log.info("descriptor targets standardized by the first %d molecules of the corpus", len(values))
 
     # ------------------------------------------------------------------ checkpoints
     def encoder_checkpoint(self, kind: str, metrics: Optional[dict[str, Any]] = None) -> Checkpoint:

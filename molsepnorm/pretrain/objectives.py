@@ -29,6 +29,11 @@
   functional-group patterns occurs (:mod:`molsepnorm.chem.motifs`), as ``log(1 + count)``
   with a squared error, from the same (masked) forward pass; with ``motif_environments``
   > 0 it also predicts the counts of the molecule's hashed radius-0/1 atom environments.
+* **Descriptors** (ChemBERTa-2's multitask regression, Ahmad et al. 2022; MolBERT's
+  PhysChemPred), added with ``descriptor_weight`` > 0: another linear head on the same
+  readout predicts RDKit's 2D descriptors (:mod:`molsepnorm.chem.descriptors`), each
+  standardized by the mean and spread of a reference sample of the corpus
+  (:meth:`PretextModel.set_descriptor_scale`), with a squared error.
 
 The two views are one batch of 2B molecules, so every step is one forward pass of the
 encoder (:meth:`Graphormer.encode <molsepnorm.nn.graphormer.Graphormer.encode>`, the
@@ -44,6 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from molsepnorm.chem.descriptors import descriptor_names, descriptor_values
 from molsepnorm.chem.motifs import motif_names, motif_targets
 from molsepnorm.data.collate import GraphBatch
 from molsepnorm.nn.graphormer import Graphormer
@@ -66,10 +72,22 @@ def stack_views(batch: GraphBatch, views: int) -> GraphBatch:
     )
 
 
-def graph_motif_counts(graph: Any, environments: int = 0) -> np.ndarray:
-    """The motif targets of a featurized molecule (a ``MolGraph``), from its SMILES:
-    (M + environments,) (:func:`~molsepnorm.chem.motifs.motif_targets`)."""
-    return motif_targets(graph.smiles, environments)
+def graph_targets(graph: Any, options: PretrainOptions) -> np.ndarray:
+    """The graph-level targets of a featurized molecule (a ``MolGraph``), from its SMILES:
+    its motif targets (:func:`~molsepnorm.chem.motifs.motif_targets`) when the objective
+    uses motifs, then its descriptors (:func:`~molsepnorm.chem.descriptors.descriptor_values`)
+    when it uses those: (M + environments + K,) float32."""
+    parts = []
+    if options.uses_motifs:
+        parts.append(motif_targets(graph.smiles, options.motif_environments))
+    if options.uses_descriptors:
+        parts.append(descriptor_values(graph.smiles))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+
+#: Smallest spread a descriptor is divided by: one that is (nearly) constant in the reference
+#: sample (MOSES has no radicals and no spiro atoms) keeps its deviations in log units.
+DESCRIPTOR_MIN_SCALE = 0.1
 
 
 def choose_atoms(real: Tensor, rate: float, at_least: int, keep: int) -> Tensor:
@@ -137,15 +155,34 @@ class PretextModel(nn.Module):
                                                                                nn.Linear(D, out)))
         self.projection = (nn.Sequential(nn.Linear(D, D), nn.ReLU(), nn.Linear(D, D))
                            if options.uses_contrastive else None)
-        motifs = len(motif_names()) + options.motif_environments
-        self.motif_head = nn.Linear(encoder.head.in_features, motifs) if options.uses_motifs else None
+        self.motifs = len(motif_names()) + options.motif_environments if options.uses_motifs else 0
+        self.motif_head = nn.Linear(encoder.head.in_features, self.motifs) if options.uses_motifs else None
+        self.descriptor_head = None
+        if options.uses_descriptors:
+            K = len(descriptor_names())
+            self.descriptor_head = nn.Linear(encoder.head.in_features, K)
+            # saved with the heads, so that a resume standardizes as the run began; NaN until set
+            self.register_buffer("descriptor_center", torch.full((K,), float("nan")))
+            self.register_buffer("descriptor_scale", torch.full((K,), float("nan")))
         self.reset_heads()
+
+    def set_descriptor_scale(self, values: np.ndarray) -> None:
+        """Standardize the descriptor targets by the mean and standard deviation (at least
+        :data:`DESCRIPTOR_MIN_SCALE`) of a reference sample: ``values`` (n, K) from
+        :func:`~molsepnorm.chem.descriptors.descriptor_values`, NaN entries ignored."""
+        assert self.descriptor_head is not None
+        with np.errstate(all="ignore"):  # an all-NaN column gives NaN: centre 0, scale 1 below
+            center, scale = np.nanmean(values, 0), np.nanstd(values, 0)
+        center = np.where(np.isfinite(center), center, 0.0)
+        scale = np.where(np.isfinite(scale), np.maximum(scale, DESCRIPTOR_MIN_SCALE), 1.0)
+        self.descriptor_center.copy_(torch.as_tensor(center, dtype=torch.float32))
+        self.descriptor_scale.copy_(torch.as_tensor(scale, dtype=torch.float32))
 
     def reset_heads(self) -> None:
         """N(0, 0.02) weights, zero biases, as the encoder's own initialization."""
         if self.mask_token is not None:
             nn.init.normal_(self.mask_token, std=0.02)
-        for module in (self.atom_head, self.projection, self.motif_head):
+        for module in (self.atom_head, self.projection, self.motif_head, self.descriptor_head):
             if module is None:
                 continue
             for layer in module.modules():
@@ -195,6 +232,10 @@ class PretextModel(nn.Module):
             motif_loss = self._motifs(h, big)
             loss = loss + opt.motif_weight * motif_loss
             parts.update(motif_loss=motif_loss.detach())
+        if self.descriptor_head is not None:
+            descriptor_loss = self._descriptors(h, big)
+            loss = loss + opt.descriptor_weight * descriptor_loss
+            parts.update(descriptor_loss=descriptor_loss.detach())
         return loss, parts
 
     def _motifs(self, h: Tensor, batch: GraphBatch) -> Tensor:
@@ -204,11 +245,21 @@ class PretextModel(nn.Module):
         if batch.y is None:
             raise ValueError("motif pretraining needs each batch's motif counts as y (CorpusStream graph_targets)")
         predicted = self.motif_head(self.encoder.readout(h, batch).float())  # (V*B, M)
-        target = batch.y.to(predicted.device).float()
+        target = batch.y[:, :self.motifs].to(predicted.device).float()
         if self.options.motif_scale == "log":
             target = torch.log1p(target)
-        known = ~torch.isnan(target)
-        return F.mse_loss(predicted[known], target[known]) if known.any() else predicted.sum() * 0.0
+        return _known_mse(predicted, target)
+
+    def _descriptors(self, h: Tensor, batch: GraphBatch) -> Tensor:
+        """Mean squared error of the standardized descriptors; NaN entries are left out."""
+        assert self.descriptor_head is not None
+        if batch.y is None:
+            raise ValueError("descriptor pretraining needs each batch's descriptors as y (CorpusStream graph_targets)")
+        if torch.isnan(self.descriptor_scale).any():
+            raise ValueError("descriptor pretraining needs the targets' scale first (set_descriptor_scale)")
+        predicted = self.descriptor_head(self.encoder.readout(h, batch).float())  # (V*B, K)
+        target = batch.y[:, self.motifs:].to(predicted.device).float()
+        return _known_mse(predicted, (target - self.descriptor_center) / self.descriptor_scale)
 
     def _atom_targets(self, batch: GraphBatch) -> Tensor:
         """Every atom's target columns: its features (B, N, F), plus its environment class
@@ -231,6 +282,12 @@ class PretextModel(nn.Module):
             if i == 0:
                 accuracy = (chunk.argmax(-1) == target).float().mean().detach()
         return torch.stack(losses).mean(), accuracy
+
+
+def _known_mse(predicted: Tensor, target: Tensor) -> Tensor:
+    """Mean squared error over the entries whose target is not NaN (0, in the graph, if none is)."""
+    known = ~torch.isnan(target)
+    return F.mse_loss(predicted[known], target[known]) if known.any() else predicted.sum() * 0.0
 
 
 #: Buckets of the hashed atom environments of ``mask_targets="context"``.
@@ -276,4 +333,6 @@ def describe(options: PretrainOptions) -> str:
         environments = (f" and {options.motif_environments} buckets of atom environments"
                         if options.motif_environments else "")
         parts.append(f"{options.motif_weight} x functional-group counts{environments} from the readout")
+    if options.uses_descriptors:
+        parts.append(f"{options.descriptor_weight} x {len(descriptor_names())} RDKit descriptors from the readout")
     return " + ".join(parts)

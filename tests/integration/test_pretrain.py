@@ -148,6 +148,7 @@ def _interrupt_at(monkeypatch, step: int):
 @pytest.mark.parametrize("objective,extra", [
     ("both", {}), ("masked", {}),
     ("masked", {"pretrain.motif_environments": 32, "pretrain.motif_scale": "linear"}),  # a wider motif head
+    ("masked", {"pretrain.descriptor_weight": 1.0}),  # the descriptors' scale travels in last.pt
 ])
 def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, monkeypatch, objective, extra):
     """Killed at step 27 (last.pt at step 20, in the middle of a chunk, metrics rows at 10 and 20),

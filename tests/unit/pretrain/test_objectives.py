@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -188,13 +189,14 @@ def test_motif_loss_reads_the_readout_and_is_the_squared_error_of_log_counts(obj
 def test_motif_environments_widen_the_motif_head_to_the_environment_counts():
     from molsepnorm.chem.motifs import motif_names
     from molsepnorm.pretrain.config import ConfigError
-    from molsepnorm.pretrain.objectives import graph_motif_counts
+    from molsepnorm.pretrain.objectives import graph_targets
 
     graphs = [featurize_graph(s, "ogb") for s in SMILES]
     b = collate_graphs(graphs, K)
-    b.y = torch.stack([torch.from_numpy(graph_motif_counts(g, environments=32)) for g in graphs])
+    options = PretrainOptions(max_steps=1, motif_environments=32)
+    b.y = torch.stack([torch.from_numpy(graph_targets(g, options)) for g in graphs])
     assert b.y.shape == (len(SMILES), len(motif_names()) + 32)
-    model = PretextModel(encoder(), PretrainOptions(max_steps=1, motif_environments=32)).train()
+    model = PretextModel(encoder(), options).train()
     assert model.motif_head.out_features == len(motif_names()) + 32
     loss, parts = model(b)
     loss.backward()
@@ -217,3 +219,42 @@ def test_motif_scale_linear_predicts_the_counts_themselves():
     assert abs(losses["log"] - float((torch.log1p(b.y) ** 2).mean())) < 0.05
     with pytest.raises(ConfigError, match="motif_scale"):
         PretrainOptions(max_steps=1, motif_scale="sqrt").validate()
+
+
+def test_descriptor_loss_is_the_squared_error_of_standardized_descriptors_after_the_motifs():
+    from molsepnorm.chem.descriptors import descriptor_names, descriptor_values
+    from molsepnorm.chem.motifs import motif_counts
+    from molsepnorm.pretrain.objectives import DESCRIPTOR_MIN_SCALE, graph_targets
+
+    options = PretrainOptions(max_steps=1, descriptor_weight=0.5)
+    graphs = [featurize_graph(s, "ogb") for s in SMILES]
+    b = collate_graphs(graphs, K)
+    b.y = torch.stack([torch.from_numpy(graph_targets(g, options)) for g in graphs])
+    M, D = 85, len(descriptor_names())
+    assert b.y.shape == (len(SMILES), M + D)
+    torch.testing.assert_close(b.y[:, :M], torch.stack([torch.from_numpy(motif_counts(s)) for s in SMILES]))
+    torch.testing.assert_close(b.y[:, M:], torch.stack([torch.from_numpy(descriptor_values(s)) for s in SMILES]),
+                               equal_nan=True)
+
+    model = PretextModel(encoder(), options).train()
+    with pytest.raises(ValueError, match="scale"):
+        model(b)  # no scale yet: refused, not trained on NaN
+    reference = b.y[:, M:].numpy()
+    model.set_descriptor_scale(reference)
+    spread = np.nanstd(reference, 0)
+    assert torch.allclose(model.descriptor_scale, torch.as_tensor(np.maximum(spread, DESCRIPTOR_MIN_SCALE)).float())
+    loss, parts = model(b)
+    loss.backward()
+    assert model.descriptor_head.weight.grad.abs().sum() > 0 and model.motif_head.weight.grad.abs().sum() > 0
+    # a near-zero head at the start: the loss is about the mean square of the standardized targets
+    standardized = (b.y[:, M:] - model.descriptor_center) / model.descriptor_scale
+    known = standardized[~torch.isnan(standardized)]
+    assert abs(float(parts["descriptor_loss"]) - float((known ** 2).mean())) < 0.05
+    assert abs(float(loss) - float(parts["masked_loss"] + parts["visible_loss"] + parts["motif_loss"]
+                                   + 0.5 * parts["descriptor_loss"])) < 1e-4
+    # the scale is saved with the heads, so that a resume standardizes as the run began
+    assert {"descriptor_center", "descriptor_scale"} <= set(model.heads_state_dict())
+    # descriptors alone: the targets are the descriptors only
+    alone = PretrainOptions(max_steps=1, motif_weight=0.0, descriptor_weight=1.0)
+    assert graph_targets(graphs[0], alone).shape == (D,)
+    assert PretextModel(encoder(), alone).motif_head is None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,10 @@ def test_a_resumed_stream_yields_the_same_batches(tmp_path):
 
 def test_graph_targets_travel_with_their_molecules_and_survive_a_resume(tmp_path):
     from molsepnorm.chem.motifs import motif_counts
-    from molsepnorm.pretrain.objectives import graph_motif_counts
+    from molsepnorm.pretrain.config import PretrainOptions
+    from molsepnorm.pretrain.objectives import graph_targets
 
+    graph_motif_counts = partial(graph_targets, options=PretrainOptions(max_steps=1))
     path = write_csv(tmp_path / "mols.csv", nci_smiles(60))
     s = stream(path, graph_targets=graph_motif_counts)
     run = list(itertools.islice(s.batches(s.start()), 6))
