@@ -10,15 +10,16 @@ Left out, so that no pretraining target *is* a property a data set of this proje
 for (nor a piece of one): the functional-group counts (``fr_*``, already the motif
 targets, :mod:`molsepnorm.chem.motifs`), Crippen's logP and molar refractivity and the
 surface areas binned by their atom contributions (``MolLogP``, ``MolMR``, ``SlogP_VSA*``,
-``SMR_VSA*``), TPSA, QED (built on logP and polar surface), and ``Ipc`` (whose values
-reach 10^30; ``AvgIpc`` stays).  What remains are counts of atoms, bonds, rings and
-hydrogen-bond donors and acceptors, weights, topological indices (Chi, Kappa, Balaban,
-Bertz), E-state and partial-charge summaries and their binned surface areas, BCUT and
-fingerprint densities.
+``SMR_VSA*``), TPSA, QED (built on logP and polar surface), and ``Ipc`` (which grows
+exponentially with the molecule's size; ``AvgIpc`` stays).  What remains are counts of
+atoms, bonds, rings and hydrogen-bond donors and acceptors, weights, topological indices
+(Chi, Kappa, Balaban, Bertz), E-state and partial-charge summaries and their binned
+surface areas, BCUT and fingerprint densities.  The list is RDKit's and changes between
+its releases (a pretraining run records it, and its resume checks it).
 
-Values are returned as ``sign(v) * log(1 + |v|)``: the descriptors span many orders of
-magnitude (charges around 0.3, weights in the hundreds, BertzCT in the thousands), and
-the pretraining head standardizes them further with a reference sample's mean and
+Values are returned as ``sign(v) * log(1 + |v|)``: the descriptors span orders of
+magnitude (partial charges are fractions of an electron, molecular weights hundreds of
+daltons), and the pretraining head standardizes them further with a reference sample's mean and
 spread (:class:`molsepnorm.pretrain.objectives.PretextModel`).
 """
 from __future__ import annotations

@@ -20,6 +20,7 @@ continues with ``molsepnorm pretrain --resume`` exactly as if it had not stopped
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from molsepnorm.chem.descriptors import descriptor_values
+from molsepnorm.chem.descriptors import descriptor_names, descriptor_values
 from molsepnorm.checkpoint import Checkpoint, DataProvenance, FeaturizerSpec, TaskSpec
 from molsepnorm.checkpoint.checkpoint import PRETRAINED
 from molsepnorm.checkpoint.run_dir import RunDir
@@ -54,7 +55,7 @@ log = logging.getLogger(LOGGER_NAME)
 #: The metrics a row of metrics.jsonl averages over its steps (those of the objective).
 PARTS = ("loss", "masked_loss", "masked_acc", "visible_loss", "visible_acc", "contrastive_loss", "contrastive_acc",
          "motif_loss", "descriptor_loss")
-DESCRIPTOR_REFERENCE = 2000  # molecules whose descriptors standardize the descriptor targets
+DESCRIPTOR_REFERENCE = 2000  # corpus records whose molecules' descriptors standardize the descriptor targets
 MAX_INVALID_LOGGED = 20  # invalid molecules named in the log one by one; the rest are counted
 
 
@@ -323,23 +324,21 @@ class Pretrainer:
             log.info("run directory %s", self.run_dir.path)
 
     def _scale_descriptors(self) -> None:
-        """Standardize the descriptor targets by the first :data:`DESCRIPTOR_REFERENCE` readable
-        molecules of the corpus (the same on every rank; a resume reads the scale from ``last.pt``)."""
-        from rdkit import Chem
+        """Standardize the descriptor targets by the first :data:`DESCRIPTOR_REFERENCE` records
+        of the corpus, featurized as the stream featurizes them (records that give no graph are
+        left out) and described from the same SMILES as the targets; the same on every rank, and
+        a resume reads the scale from ``last.pt``."""
+        from molsepnorm.predict.featurizing import featurize_records
 
-        values = []
-        for record in self.corpus.records(self.config.corpus.limit):
-            mol = Chem.MolFromSmiles(record.smiles) if record.mol is None else Chem.Mol(record.mol)
-            if mol is not None and record.mol is not None:  # an SDF record is read unsanitized
-                mol = mol if Chem.SanitizeMol(mol, catchErrors=True) == Chem.SanitizeFlags.SANITIZE_NONE else None
-            if mol is not None:
-                values.append(descriptor_values(mol))
-            if len(values) == DESCRIPTOR_REFERENCE:
-                break
+        records = list(itertools.islice(self.corpus.records(self.config.corpus.limit), DESCRIPTOR_REFERENCE))
+        featurized = featurize_records(records, self.config.vocab, max_atoms=self.config.corpus.max_atoms)
+        values = [descriptor_values(item.graph.smiles) for item in featurized if item.graph is not None]
         if not values:
-            raise MolsepnormError(f"corpus {self.corpus.name}: no readable molecule to scale the descriptors by")
+            raise MolsepnormError(f"corpus {self.corpus.name}: none of its first {len(records)} records gives a "
+                                  f"molecule to scale the descriptors by")
         self.pretext.set_descriptor_scale(np.stack(values))
-        log.info("descriptor targets standardized by the first %d molecules of the corpus", len(values))
+        log.info("descriptor targets standardized by %d molecules of the corpus's first %d records", len(values),
+                 len(records))
 
     # ------------------------------------------------------------------ checkpoints
     def encoder_checkpoint(self, kind: str, metrics: Optional[dict[str, Any]] = None) -> Checkpoint:
@@ -375,6 +374,8 @@ class Pretrainer:
             "pretext_heads": self.pretext.heads_state_dict(),
             "pretrain": True,
         }
+        if self.options.uses_descriptors:  # RDKit's list changes between releases: a resume checks it
+            checkpoint.training_state["descriptors"] = descriptor_names()
         checkpoint.save(self.run_dir.last)
 
     def load_training_state(self, checkpoint: Checkpoint) -> None:
@@ -383,6 +384,12 @@ class Pretrainer:
         ts = checkpoint.training_state
         if not ts or not ts.get("pretrain"):
             raise MolsepnormError(f"{checkpoint.name} is not the last.pt of a pretraining run")
+        if self.options.uses_descriptors and ts.get("descriptors") != descriptor_names():
+            saved = ts.get("descriptors") or []
+            raise MolsepnormError(
+                f"{checkpoint.name} was pretrained on {len(saved)} RDKit descriptors, and this RDKit computes a "
+                f"different list ({len(descriptor_names())}; first difference: "
+                f"{_first_difference(saved, descriptor_names())}): resume it with the RDKit version it began with")
         self.pretext.encoder.load_state_dict(checkpoint.state_dict)
         self.pretext.load_state_dict({**{f"encoder.{k}": v for k, v in checkpoint.state_dict.items()},
                                       **ts["pretext_heads"]})
@@ -430,3 +437,11 @@ class Pretrainer:
         return PretrainResult(run_dir=self.run_dir.path if self.run_dir else None, steps=st.step, stopped=stopped,
                               seconds=st.seconds, molecules=int(sums[0]), passes=position.corpus_pass + 1,
                               invalid=int(sums[1]), last=last, history=history, encoder=encoder)
+
+
+def _first_difference(saved: list[str], today: list[str]) -> str:
+    """Where two descriptor lists first differ, for an error message."""
+    for k, (a, b) in enumerate(zip(saved, today)):
+        if a != b:
+            return f"position {k + 1}: {a} then, {b} now"
+    return f"position {min(len(saved), len(today)) + 1}: one list ends there"

@@ -86,7 +86,7 @@ def graph_targets(graph: Any, options: PretrainOptions) -> np.ndarray:
 
 
 #: Smallest spread a descriptor is divided by: one that is (nearly) constant in the reference
-#: sample (MOSES has no radicals and no spiro atoms) keeps its deviations in log units.
+#: sample (radicals in a corpus of neutral molecules) keeps its deviations in log units.
 DESCRIPTOR_MIN_SCALE = 0.1
 
 
@@ -120,7 +120,8 @@ class PretextModel(nn.Module):
 
     ``forward(batch)`` returns ``(loss, parts)``: the scalar training loss and a dict of
     detached scalars for the log (``masked_loss``, ``masked_acc``, ``masked_atoms``,
-    ``contrastive_loss``, ``contrastive_acc``; those of the objective only).  The
+    ``visible_loss``, ``visible_acc``, ``contrastive_loss``, ``contrastive_acc``,
+    ``motif_loss``, ``descriptor_loss``; those of the objective only).  The
     encoder's own task head takes no part and is frozen; every other encoder parameter
     enters the loss (with a zero weight where an objective does not read it), so DDP
     finds a gradient for each.
@@ -257,6 +258,10 @@ class PretextModel(nn.Module):
             raise ValueError("descriptor pretraining needs each batch's descriptors as y (CorpusStream graph_targets)")
         if torch.isnan(self.descriptor_scale).any():
             raise ValueError("descriptor pretraining needs the targets' scale first (set_descriptor_scale)")
+        K = self.descriptor_head.out_features
+        if batch.y.size(1) != self.motifs + K:
+            raise ValueError(f"the batch's graph targets have {batch.y.size(1)} columns, expected {self.motifs} motif "
+                             f"targets and {K} descriptors (objectives.graph_targets)")
         predicted = self.descriptor_head(self.encoder.readout(h, batch).float())  # (V*B, K)
         target = batch.y[:, self.motifs:].to(predicted.device).float()
         return _known_mse(predicted, (target - self.descriptor_center) / self.descriptor_scale)

@@ -310,3 +310,40 @@ def test_a_non_finite_batch_stops_pretraining_naming_it_or_is_skipped_with_on_no
     with pytest.raises(NonFiniteLossError, match=r"3 non-finite batches in a row.*max_skipped_batches = 2"):
         pretrain(config(**{"pretrain.max_steps": 20, "pretrain.on_nonfinite": "skip",
                            "pretrain.max_skipped_batches": 2}), out=tmp_path / "many", console=False)
+
+
+def test_descriptor_scale_comes_from_the_corpus_molecules_as_featurized_and_a_resume_checks_the_list(
+        tmp_path, monkeypatch):
+    """The reference sample is the corpus's first records as the stream featurizes them (an
+    unreadable one left out), SDF records included; a resume under another RDKit descriptor
+    list is refused with the reason."""
+    from rdkit import RDConfig
+
+    from molsepnorm.chem.descriptors import descriptor_values
+    from molsepnorm.errors import MolsepnormError
+    from molsepnorm.predict.featurizing import featurize_records
+    from molsepnorm.pretrain.corpus import open_corpus
+
+    smiles = ["CCO", "C1CC", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1", "CCN(CC)CC", "OC(=O)c1ccccc1"] * 5
+    (tmp_path / "mols.smi").write_text("".join(f"{s} m{i}\n" for i, s in enumerate(smiles)))
+    sdf = Path(RDConfig.RDDataDir) / "NCI" / "first_200.props.sdf"  # explicit hydrogens in some records
+    for name, corpus in (("smi", tmp_path / "mols.smi"), ("sdf", sdf)):
+        overrides = {"corpus.corpus": str(corpus), "corpus.limit": 30, "pretrain.max_steps": 3,
+                     "pretrain.checkpoint_every_steps": 1, "pretrain.objective": "masked",
+                     "pretrain.descriptor_weight": 1.0}
+        pretrain(config(**overrides), out=tmp_path / name, console=False)
+        last = Checkpoint.load(tmp_path / name / "last.pt").training_state
+        cfg = config(**overrides)
+        records = list(open_corpus(cfg.corpus).records(30))
+        graphs = [f.graph for f in featurize_records(records, cfg.vocab) if f.graph is not None]
+        assert len(graphs) == (25 if name == "smi" else 30)
+        expected = np.stack([descriptor_values(g.smiles) for g in graphs])
+        center = last["pretext_heads"]["descriptor_center"].numpy()
+        np.testing.assert_allclose(center, np.nan_to_num(np.nanmean(expected, 0)), rtol=1e-5, atol=1e-6)
+        assert last["descriptors"] and "descriptor_loss" in rows(tmp_path / name)[-1]
+
+    import molsepnorm.pretrain.loop as loop
+
+    monkeypatch.setattr(loop, "descriptor_names", lambda: last["descriptors"][1:])
+    with pytest.raises(MolsepnormError, match="RDKit descriptors.*position 1"):
+        resume_pretraining(tmp_path / "sdf", console=False)

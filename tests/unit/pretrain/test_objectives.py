@@ -258,3 +258,28 @@ def test_descriptor_loss_is_the_squared_error_of_standardized_descriptors_after_
     alone = PretrainOptions(max_steps=1, motif_weight=0.0, descriptor_weight=1.0)
     assert graph_targets(graphs[0], alone).shape == (D,)
     assert PretextModel(encoder(), alone).motif_head is None
+
+
+@pytest.mark.parametrize("motifs", [dict(motif_weight=0.0), dict(motif_environments=16)])
+def test_descriptor_targets_are_read_after_whatever_motif_targets_precede_them(motifs):
+    from molsepnorm.chem.descriptors import descriptor_names
+    from molsepnorm.pretrain.objectives import graph_targets
+
+    options = PretrainOptions(max_steps=1, descriptor_weight=1.0, **motifs)
+    graphs = [featurize_graph(s, "ogb") for s in SMILES]
+    b = collate_graphs(graphs, K)
+    b.y = torch.stack([torch.from_numpy(graph_targets(g, options)) for g in graphs])
+    model = PretextModel(encoder(), options).train()
+    D = len(descriptor_names())
+    first = b.y.size(1) - D
+    assert first == (0 if options.motif_weight == 0 else 85 + 16)
+    model.set_descriptor_scale(b.y[:, first:].numpy())
+    loss, parts = model(b)
+    loss.backward()
+    assert model.descriptor_head.weight.grad.abs().sum() > 0
+    standardized = (b.y[:, first:] - model.descriptor_center) / model.descriptor_scale
+    known = standardized[~torch.isnan(standardized)]
+    assert abs(float(parts["descriptor_loss"]) - float((known ** 2).mean())) < 0.05
+    b.y = b.y[:, 1:]  # a batch built for another objective: refused with the reason
+    with pytest.raises(ValueError, match="columns"):
+        model(b)
