@@ -19,8 +19,8 @@ its releases (a pretraining run records it, and its resume checks it).
 
 Values are returned as ``sign(v) * log(1 + |v|)``: the descriptors span orders of
 magnitude (partial charges are fractions of an electron, molecular weights hundreds of
-daltons), and the pretraining head standardizes them further with a reference sample's mean and
-spread (:class:`molsepnorm.pretrain.objectives.PretextModel`).
+daltons), and the pretraining head standardizes them further with a reference sample's
+mean and spread (:class:`molsepnorm.pretrain.objectives.PretextModel`).
 """
 from __future__ import annotations
 

@@ -77,7 +77,7 @@ def graph_targets(graph: Any, options: PretrainOptions) -> np.ndarray:
     its motif targets (:func:`~molsepnorm.chem.motifs.motif_targets`) when the objective
     uses motifs, then its descriptors (:func:`~molsepnorm.chem.descriptors.descriptor_values`)
     when it uses those: (M + environments + K,) float32."""
-    parts = []
+    parts: list[np.ndarray] = []
     if options.uses_motifs:
         parts.append(motif_targets(graph.smiles, options.motif_environments))
     if options.uses_descriptors:
