@@ -82,7 +82,7 @@ def graph_targets(graph: Any, options: PretrainOptions) -> np.ndarray:
         parts.append(motif_targets(graph.smiles, options.motif_environments))
     if options.uses_descriptors:
         parts.append(descriptor_values(graph.smiles))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+    return np.concatenate(parts)
 
 
 #: Smallest spread a descriptor is divided by: one that is (nearly) constant in the reference
@@ -229,29 +229,32 @@ class PretextModel(nn.Module):
             weight = opt.contrastive_weight if opt.objective == "both" else 1.0
             loss = loss + weight * contrastive
             parts.update(contrastive_loss=contrastive.detach(), contrastive_acc=accuracy)
+        # the readout a fine-tuning head reads, once for both graph-level heads: (V*B, D) or (V*B, 2D)
+        graph_heads = self.motif_head is not None or self.descriptor_head is not None
+        readout = self.encoder.readout(h, big).float() if graph_heads else None
         if self.motif_head is not None:
-            motif_loss = self._motifs(h, big)
+            motif_loss = self._motifs(readout, big)
             loss = loss + opt.motif_weight * motif_loss
             parts.update(motif_loss=motif_loss.detach())
         if self.descriptor_head is not None:
-            descriptor_loss = self._descriptors(h, big)
+            descriptor_loss = self._descriptors(readout, big)
             loss = loss + opt.descriptor_weight * descriptor_loss
             parts.update(descriptor_loss=descriptor_loss.detach())
         return loss, parts
 
-    def _motifs(self, h: Tensor, batch: GraphBatch) -> Tensor:
+    def _motifs(self, readout: Tensor, batch: GraphBatch) -> Tensor:
         """Mean squared error of the predicted ``log(1 + count)`` (or count, ``motif_scale``) of every motif; molecules
         whose counts are NaN (unreadable SMILES) are left out."""
         assert self.motif_head is not None
         if batch.y is None:
             raise ValueError("motif pretraining needs each batch's motif counts as y (CorpusStream graph_targets)")
-        predicted = self.motif_head(self.encoder.readout(h, batch).float())  # (V*B, M)
+        predicted = self.motif_head(readout)  # (V*B, M)
         target = batch.y[:, :self.motifs].to(predicted.device).float()
         if self.options.motif_scale == "log":
             target = torch.log1p(target)
         return _known_mse(predicted, target)
 
-    def _descriptors(self, h: Tensor, batch: GraphBatch) -> Tensor:
+    def _descriptors(self, readout: Tensor, batch: GraphBatch) -> Tensor:
         """Mean squared error of the standardized descriptors; NaN entries are left out."""
         assert self.descriptor_head is not None
         if batch.y is None:
@@ -262,7 +265,7 @@ class PretextModel(nn.Module):
         if batch.y.size(1) != self.motifs + K:
             raise ValueError(f"the batch's graph targets have {batch.y.size(1)} columns, expected {self.motifs} motif "
                              f"targets and {K} descriptors (objectives.graph_targets)")
-        predicted = self.descriptor_head(self.encoder.readout(h, batch).float())  # (V*B, K)
+        predicted = self.descriptor_head(readout)  # (V*B, K)
         target = batch.y[:, self.motifs:].to(predicted.device).float()
         return _known_mse(predicted, (target - self.descriptor_center) / self.descriptor_scale)
 
