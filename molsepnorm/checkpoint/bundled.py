@@ -71,11 +71,20 @@ BUNDLED: dict[str, BundledModel] = {
                     "fingerprint model",
         ),
         BundledModel(
+            name="molhiv-encoder",
+            checkpoint="molhiv-encoder.pt",
+            card="molhiv-encoder.md",
+            summary="pretrained encoder for regression on your own CSV / SDF (OGB vocabulary, every element): the "
+                    "default SepNorm Graphormer, masked atoms and functional-group counts on molhiv's 32,901 "
+                    "training molecules (no labels)",
+            kind="encoder",
+        ),
+        BundledModel(
             name="moses-encoder",
             checkpoint="moses-encoder.pt",
             card="moses-encoder.md",
-            summary="pretrained encoder for regression on your own CSV / SDF (OGB vocabulary, every element): the "
-                    "default SepNorm Graphormer, masked atoms and functional-group counts on 152k MOSES molecules",
+            summary="the same recipe on 152k MOSES molecules: the regression default until molhiv-encoder, which "
+                    "fine-tunes better (docs/pretraining.md)",
             kind="encoder",
         ),
         BundledModel(
@@ -99,7 +108,7 @@ BUNDLED: dict[str, BundledModel] = {
 DEFAULT_MODEL = "hiv-activity"
 #: The encoder ``molsepnorm train`` starts from by default (``train.init: auto``), by the
 #: atom vocabulary the data is featurized in ...
-DEFAULT_ENCODERS = {"ogb": "moses-encoder", "zinc": "moses-encoder-zinc"}
+DEFAULT_ENCODERS = {"ogb": "molhiv-encoder", "zinc": "moses-encoder-zinc"}
 #: ... and, for a classification task (binary targets), where it differs: the longer
 #: pretraining fine-tunes better on bioactivity (molhiv) and worse on small additive
 #: regressions (docs/pretraining.md).

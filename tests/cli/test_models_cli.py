@@ -15,7 +15,7 @@ def test_models_lists_every_bundled_model_and_how_to_use_an_encoder():
     listing = {entry["name"]: entry for entry in json.loads(result.output)}
     assert set(listing) == set(BUNDLED) and listing[DEFAULT_MODEL]["default"]
     encoders = [name for name, entry in listing.items() if entry["kind"] == "encoder"]
-    assert {"moses-encoder", "moses-encoder-zinc"} <= set(encoders)
+    assert {"molhiv-encoder", "moses-encoder", "moses-encoder-zinc"} <= set(encoders)
     for name in encoders:
         assert listing[name]["task"] == "pretrained" and listing[name]["steps"] > 0
     text = CliRunner().invoke(cli, ["models"])

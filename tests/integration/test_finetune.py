@@ -165,15 +165,15 @@ def test_the_bundled_zinc_encoder_fine_tunes_on_zinc_subset_by_name(tmp_path, da
 
 
 def test_the_bundled_ogb_encoder_fine_tunes_a_user_csv_by_name(tmp_path, tpsa):
-    """``--init moses-encoder`` on a CSV: featurized in its OGB vocabulary, the default
+    """``--init molhiv-encoder`` on a CSV: featurized in its OGB vocabulary, the default
     architecture, the encoder's weights to start with (a new head), and a run that learns."""
     from molsepnorm.data.registry import load_dataset
     from molsepnorm.train.loop import Trainer
 
-    encoder = Checkpoint.load("moses-encoder")
+    encoder = Checkpoint.load("molhiv-encoder")
     assert encoder.task.type == "pretrained" and encoder.featurizer.vocab == "ogb" and encoder.step == 2500
     config = load_experiment_config(None, {"data.dataset": str(tpsa), "train.progress": False, "train.threads": 1,
-                                           "train.init": "moses-encoder"})
+                                           "train.init": "molhiv-encoder"})
     splits = load_dataset(str(tpsa), progress=False)
     trainer = Trainer(config, splits)
     state = trainer.model.state_dict()
@@ -181,17 +181,17 @@ def test_the_bundled_ogb_encoder_fine_tunes_a_user_csv_by_name(tmp_path, tpsa):
         assert torch.equal(state[key], value), key
     result = train(load_experiment_config(None, {"data.dataset": str(tpsa), "train.progress": False,
                                                  "train.threads": 1, "train.epochs": 3}),
-                   out=tmp_path / "ft", console=False, init="moses-encoder")
+                   out=tmp_path / "ft", console=False, init="molhiv-encoder")
     history = [json.loads(line) for line in (tmp_path / "ft" / "metrics.jsonl").read_text().splitlines()]
     assert history[-1]["train_loss"] < history[0]["train_loss"]
-    assert "init: encoder from moses-encoder" in (tmp_path / "ft" / "train.log").read_text()
+    assert "init: encoder from molhiv-encoder" in (tmp_path / "ft" / "train.log").read_text()
     train_y = torch.cat([g.y.view(-1) for g in splits.train])
     test_y = torch.cat([g.y.view(-1) for g in splits.test])
     constant = float((test_y - train_y.mean()).abs().mean())  # the best guess that ignores the molecule
     assert result.test["mae"] < 0.8 * constant, (result.test, constant)
 
 
-@pytest.mark.parametrize("dataset, encoder, dropout", [("csv", "moses-encoder", 0.0),
+@pytest.mark.parametrize("dataset, encoder, dropout", [("csv", "molhiv-encoder", 0.0),
                                                       ("binary csv", "moses-encoder-long", 0.1),
                                                       ("zinc-subset", "moses-encoder-zinc", 0.0)])
 def test_by_default_training_starts_from_the_bundled_encoder_of_the_vocabulary_and_task(
@@ -233,14 +233,14 @@ def test_another_architecture_or_init_none_trains_from_scratch(tpsa, caplog):
     from molsepnorm.train.loop import Trainer
 
     splits = load_dataset(str(tpsa), progress=False)
-    encoder = encoder_items(Checkpoint.load("moses-encoder").state_dict)
+    encoder = encoder_items(Checkpoint.load("molhiv-encoder").state_dict)
     base = {"data.dataset": str(tpsa), "train.progress": False, "train.threads": 1}
     with caplog.at_level("INFO", logger="molsepnorm"):
         share = Trainer(load_experiment_config(None, {**base, "model.norm": "share"}), splits)
     assert share.config.train.init is None and share.init is None
-    assert "init: from scratch (train.init auto): model.norm is not the bundled encoder moses-encoder's" in caplog.text
+    assert "init: from scratch (train.init auto): model.norm is not the bundled encoder molhiv-encoder's" in caplog.text
     dropout = Trainer(load_experiment_config(None, {**base, "model.dropout": 0.1}), splits)  # not architecture
-    assert dropout.config.train.init == "moses-encoder"
+    assert dropout.config.train.init == "molhiv-encoder"
     scratch = Trainer(load_experiment_config(None, {**base, "train.init": "none"}), splits)
     assert scratch.config.train.init is None
     state = scratch.model.state_dict()
