@@ -1,7 +1,8 @@
 """The molecules a checkpoint is evaluated or analyzed on: by default its own training data.
 
-Used by ``evaluate`` and ``analyze`` alike: without a data set named, the one the model
-was trained on, with the training run's loading options (hence the very same split) and
+Used by ``evaluate``, ``analyze`` and ``add_companion`` alike: without a data set named,
+the one the model was trained on, with the training run's loading options (hence the very
+same split), the part of its training split it was trained on (``data.train_fraction``) and
 its data root when that folder still exists; a CSV of another data set is featurized in
 the model's vocabulary.
 """
@@ -35,7 +36,8 @@ def checkpoint_data(
         data_root: folder of the raw data sets (default: the training run's if it still
             exists, else ``$MOLSEPNORM_DATA`` ...).
         options: :func:`~molsepnorm.data.load_dataset` options (default: the training
-            run's, for its own data set).
+            run's, for its own data set, whose training split is then the molecules the run
+            trained on: with ``data.train_fraction`` below 1, that fraction of it).
         targets: also require the same task and number of targets (scoring); False for
             embeddings, where only the featurization must match.
         loaded: a memo of loaded data sets shared across calls (several checkpoints).
@@ -53,6 +55,7 @@ def checkpoint_data(
         if dataset is None:
             raise MolsepnormError(f"{checkpoint.name}: the checkpoint names no data set; give --dataset")
     same = dataset == trained_on.dataset
+    own_split = same and options is None  # the run's own split: keep only what it trained on
     options = dict(options) if options is not None else (dict(trained_on.options) if same else {})
     if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
         data_root = trained_on.data_root
@@ -66,6 +69,9 @@ def checkpoint_data(
         if loaded is not None:
             loaded[key] = splits
     checkpoint.check_data(splits, targets=targets)
+    fraction = float((checkpoint.config.get("data") or {}).get("train_fraction", 1.0))
+    if own_split and fraction < 1:
+        splits = splits.with_train_fraction(fraction)  # the seeded subset training drew
     if split == "all":
         from torch.utils.data import ConcatDataset
 

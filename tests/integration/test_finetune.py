@@ -8,7 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from molsepnorm.checkpoint import Checkpoint
+from molsepnorm.checkpoint import Checkpoint, checkpoint_data
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.pretrain import load_pretrain_config, pretrain
 from molsepnorm.train.api import train
@@ -77,6 +77,11 @@ def test_cli_fine_tunes_from_a_pretraining_run(pre, tpsa, tmp_path):
     best = Checkpoint.load(run / "best.pt")
     assert best.config["train"]["init"] == str(pre / "last.pt")
     assert best.task.type == "regression" and json.loads((run / "results.json").read_text())["test"]["mae"] > 0
+    # evaluate, analyze and add_companion read the molecules it was trained on, not the whole training split
+    graphs, splits = checkpoint_data(best, split="train")
+    assert len(graphs) == 80 and splits.split_indices["train"].tolist() == split["indices"]["train"]
+    assert len(checkpoint_data(best, split="all")[0]) == 120
+    assert len(checkpoint_data(best, split="train", options=best.data.options)[0]) == 160  # options of one's own
 
 
 def test_freeze_encoder_trains_the_head_only(pre, tpsa, tmp_path):
