@@ -27,6 +27,11 @@ from pathlib import Path
 import numpy as np
 
 
+#: the probes' inputs, as column blocks of the ``cls+sum`` readout (in units of hidden_dim)
+FEATURES = {"cls": (0, 1), "atom_sum": (1, 2), "both": (0, 2)}
+FEATURES_READ = {"cls": "the graph token", "atom_sum": "the atom sum", "both": "both"}
+
+
 def readout_features(model, data) -> np.ndarray:
     """(M, F) head inputs of ``model`` on the graphs of ``data``, in data order."""
     import torch
@@ -48,8 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoints", nargs="+", help="checkpoint files or bundled names; 'random' for fresh weights")
     parser.add_argument("--dataset", default="nci-tpsa")
     parser.add_argument("--train-fraction", type=float, default=1.0)
+    parser.add_argument("--features", default=",".join(FEATURES),
+                        help=f"what the probes read, comma-separated: {', '.join(FEATURES)} (default all three)")
     parser.add_argument("--out", help="JSON file to write")
     args = parser.parse_args(argv)
+    args.features = [name.strip() for name in args.features.split(",")]
+    if unknown := [name for name in args.features if name not in FEATURES]:
+        parser.error(f"--features: unknown {', '.join(unknown)}; choose from {', '.join(FEATURES)}")
 
     import torch
     from sklearn.linear_model import LogisticRegressionCV, RidgeCV
@@ -90,11 +100,13 @@ def main(argv: list[str] | None = None) -> int:
         X = {s: readout_features(model, splits[s]) for s in ("train", "test")}
         D = model.config.hidden_dim
         row = {"checkpoint": spec}
-        for name, columns in (("cls", slice(0, D)), ("atom_sum", slice(D, 2 * D)), ("both", slice(0, 2 * D))):
+        for name in args.features:
+            first, last = FEATURES[name]
+            columns = slice(first * D, last * D)
             row[name] = probe_score(X["train"][:, columns], X["test"][:, columns])
         results.append(row)
-        print(f"{spec}: test {metric} of a linear probe on the graph token {row['cls']:.3f}, the atom sum "
-              f"{row['atom_sum']:.3f}, both {row['both']:.3f}", flush=True)
+        print(f"{spec}: test {metric} of a linear probe on " + ", ".join(
+            f"{FEATURES_READ[name]} {row[name]:.3f}" for name in args.features), flush=True)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({
