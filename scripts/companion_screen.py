@@ -18,6 +18,7 @@ library uses (:meth:`molsepnorm.train.companion.ValidationBlend.choose`) reads v
     python scripts/companion_screen.py runs/a/best.pt runs/b/best.pt --out screen.json
     python scripts/companion_screen.py --summary screen.json
     python scripts/companion_screen.py --summary screen.json --by-coverage test
+    python scripts/companion_screen.py runs/a/best.pt --radii 0 --counts raw --l2 1e-5 --properties --out p.json
 """
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ import numpy as np
 
 
 def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s: list[float],
-           weights: list[float], threads: int) -> dict:
-    """Validation and test MAE of every (radius, counts, l2, weight) variant for one checkpoint."""
+           weights: list[float], threads: int, properties: bool = False) -> dict:
+    """Validation and test MAE of every (radius, counts, l2, weight) variant for one checkpoint;
+    ``properties``: every variant also counts each atom's feature values one by one."""
     import torch
 
     from molsepnorm.checkpoint import Checkpoint, checkpoint_data
@@ -54,13 +56,13 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
         parts[part] = {"graphs": graphs, "pred": out.values[0][:, 0], "y": out.targets[:, 0]}
     mae = lambda a, b: float(np.mean(np.abs(a - b)))  # noqa: E731
     result = {"graphormer": {p: mae(parts[p]["pred"], parts[p]["y"]) for p in ("val", "test")}, "variants": {},
-              "by_coverage": {}}
+              "by_coverage": {}, "properties": properties}
     y_train = parts["train"]["y"]
     labelled = np.isfinite(y_train)  # the companion's solver, on the labelled training molecules as it fits
     for radius in radii:
         for kind in counts:
             X = {p: substructure_features(parts[p]["graphs"], num_atoms(parts[p]["graphs"]), bits, radius,
-                                          counts=kind)[0] for p in parts}
+                                          counts=kind, properties=properties)[0] for p in parts}
             # covered: every bucket of the molecule occurs in the training split (the library's rule)
             seen = np.asarray((X["train"] != 0).sum(0)).ravel() > 0
             covered = {p: covered_by(X[p], seen) for p in ("val", "test")}
@@ -95,8 +97,9 @@ def coverage_table(results: dict, radius: Optional[int], kind: str, l2: float, p
     """Per checkpoint: the ``part`` MAE of the Graphormer and of the linear model alone on the
     molecules whose every substructure occurs in the training split, the others, and all
     (``radius`` None: the radius validation chooses)."""
+    properties = {bool(res.get("properties", False)) for res in results.values()}
     print(f"{part} MAE by coverage: radius {'chosen on validation' if radius is None else radius}, {kind} counts, "
-          f"l2 {l2:g} (linear / Graphormer)")
+          f"l2 {l2:g}, atom properties {'/'.join(map(str, sorted(properties)))} (linear / Graphormer)")
     print(f"{'checkpoint':70s} {'covered':>22s} {'novel':>22s} {'all':>22s}")
     for name, res in results.items():
         key = f"r{chosen_radius(res, radius, kind, l2)}-{kind}-l2={l2:g}"
@@ -114,8 +117,9 @@ def coverage_table(results: dict, radius: Optional[int], kind: str, l2: float, p
 def chosen_radius(res: dict, radius: Optional[int], kind: str, l2: float) -> int:
     """``radius``, or with None the library's choice (:func:`molsepnorm.train.companion.fit_companion`)
     among the screen's radii: the one whose linear model alone has the lowest validation MAE.
-    The library also tries each radius with atom properties, which this screen does not;
-    ``scripts/refit_companion.py`` replays the whole choice on trained models."""
+    The library tries each radius with and without atom properties; a screen holds one of
+    the two (``--properties``); ``scripts/refit_companion.py`` replays the whole choice on
+    trained models."""
     if radius is not None:
         return radius
     alone = {int(key[1:].split("-")[0]): v["val"] for key, v in res["variants"].items()
@@ -161,11 +165,13 @@ def main() -> None:
     parser.add_argument("--counts", nargs="+", default=["raw", "log"], choices=["raw", "log"])
     parser.add_argument("--l2", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3, 1e-2])
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--properties", action="store_true",
+                        help="every variant also counts each atom's feature values (the library's atom properties)")
     parser.add_argument("--out", type=Path, help="JSON of every variant's scores")
     parser.add_argument("--summary", type=Path, nargs="+", help="print the rule's choice from earlier JSON files")
     parser.add_argument("--rule", nargs=3, default=["auto", "raw", "1e-5"], metavar=("RADIUS", "COUNTS", "L2"),
                         help="RADIUS 'auto': the library's choice on validation among the screen's radii "
-                             "(without atom properties)")
+                             "(with the atom properties the screen was run with, or without)")
     parser.add_argument("--min-gain", type=float, default=None, help="default: the library's MIN_VALIDATION_GAIN")
     parser.add_argument("--one-weight", action="store_true",
                         help="summary: one weight for every molecule (the rule before session 38)")
@@ -187,7 +193,7 @@ def main() -> None:
     results = {}
     for checkpoint in args.checkpoints:
         results[checkpoint] = screen(checkpoint, args.bits, args.radii, args.counts, args.l2, list(BLEND_WEIGHTS),
-                                     args.threads)
+                                     args.threads, args.properties)
         print(checkpoint, "Graphormer", results[checkpoint]["graphormer"], flush=True)
         if args.out:
             args.out.write_text(json.dumps(results, indent=1))
