@@ -97,9 +97,8 @@ def coverage_table(results: dict, radius: Optional[int], kind: str, l2: float, p
     """Per checkpoint: the ``part`` MAE of the Graphormer and of the linear model alone on the
     molecules whose every substructure occurs in the training split, the others, and all
     (``radius`` None: the radius validation chooses)."""
-    properties = {bool(res.get("properties", False)) for res in results.values()}
     print(f"{part} MAE by coverage: radius {'chosen on validation' if radius is None else radius}, {kind} counts, "
-          f"l2 {l2:g}, atom properties {'/'.join(map(str, sorted(properties)))} (linear / Graphormer)")
+          f"l2 {l2:g}, atom properties {screened_properties(results)} (linear / Graphormer)")
     print(f"{'checkpoint':70s} {'covered':>22s} {'novel':>22s} {'all':>22s}")
     for name, res in results.items():
         key = f"r{chosen_radius(res, radius, kind, l2)}-{kind}-l2={l2:g}"
@@ -112,6 +111,11 @@ def coverage_table(results: dict, radius: Optional[int], kind: str, l2: float, p
             figures = "-" if lin is None else f"{lin:.4f} / {gra:.4f}"
             cells.append(f"({table['molecules'][group]}) {figures}")
         print(f"{name[-70:]:70s} {cells[0]:>22s} {cells[1]:>22s} {cells[2]:>22s}")
+
+
+def screened_properties(results: dict) -> str:
+    """Whether the screens in ``results`` counted atom properties (JSON from before the option: no)."""
+    return "/".join(map(str, sorted({bool(res.get("properties", False)) for res in results.values()})))
 
 
 def chosen_radius(res: dict, radius: Optional[int], kind: str, l2: float) -> int:
@@ -135,7 +139,7 @@ def summary(results: dict, radius: Optional[int], kind: str, l2: float, min_gain
     from molsepnorm.train.companion import BLEND_PAIRS, BLEND_WEIGHTS, pick_weights
 
     print(f"rule: radius {'chosen on validation' if radius is None else radius}, {kind} counts, l2 {l2:g}, "
-          f"weights {list(BLEND_WEIGHTS)}, minimum validation gain {min_gain:g}, "
+          f"atom properties {screened_properties(results)}, weights {list(BLEND_WEIGHTS)}, minimum validation gain {min_gain:g}, "
           f"{'a weight for novel molecules' if coverage else 'one weight'}")
     print(f"{'checkpoint':70s} {'Graphormer val/test':>20s} {'radius':>6s} {'weights':>9s} {'blend val/test':>16s} "
           f"{'linear alone test':>18s}")

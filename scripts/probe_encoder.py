@@ -27,9 +27,8 @@ from pathlib import Path
 import numpy as np
 
 
-#: the probes' inputs, as column blocks of the ``cls+sum`` readout (in units of hidden_dim)
-FEATURES = {"cls": (0, 1), "atom_sum": (1, 2), "both": (0, 2)}
-FEATURES_READ = {"cls": "the graph token", "atom_sum": "the atom sum", "both": "both"}
+#: the probes' inputs: column blocks of the ``cls+sum`` readout (in units of hidden_dim), and their names
+FEATURES = {"cls": (0, 1, "the graph token"), "atom_sum": (1, 2, "the atom sum"), "both": (0, 2, "both")}
 
 
 def readout_features(model, data) -> np.ndarray:
@@ -101,12 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         D = model.config.hidden_dim
         row = {"checkpoint": spec}
         for name in args.features:
-            first, last = FEATURES[name]
+            first, last, _ = FEATURES[name]
             columns = slice(first * D, last * D)
             row[name] = probe_score(X["train"][:, columns], X["test"][:, columns])
         results.append(row)
         print(f"{spec}: test {metric} of a linear probe on " + ", ".join(
-            f"{FEATURES_READ[name]} {row[name]:.3f}" for name in args.features), flush=True)
+            f"{FEATURES[name][2]} {row[name]:.3f}" for name in args.features), flush=True)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({
