@@ -13,7 +13,7 @@ training molecule.
 
 Nothing is trained and no checkpoint is changed. Test figures are printed beside the
 validation figures so that selection rules can be compared after the fact; the rule the
-library uses (:meth:`molsepnorm.train.companion.ValidationBlend.choose`) reads validation only.
+library uses (:meth:`molsepnorm.train.blend.ValidationBlend.choose`) reads validation only.
 
     python scripts/companion_screen.py runs/a/best.pt runs/b/best.pt --out screen.json
     python scripts/companion_screen.py --summary screen.json
@@ -39,7 +39,8 @@ def screen(checkpoint: str, bits: int, radii: list[int], counts: list[str], l2s:
     from molsepnorm.checkpoint import Checkpoint, checkpoint_data
     from molsepnorm.data.columns import num_atoms
     from molsepnorm.inference.runner import Runner, run
-    from molsepnorm.train.companion import covered_by, ridge, substructure_features
+    from molsepnorm.train.blend import covered_by
+    from molsepnorm.train.companion import ridge, substructure_features
 
     torch.set_num_threads(threads)
     ckpt = Checkpoint.load(checkpoint)
@@ -133,10 +134,10 @@ def chosen_radius(res: dict, radius: Optional[int], kind: str, l2: float) -> int
 
 def summary(results: dict, radius: Optional[int], kind: str, l2: float, min_gain: float, coverage: bool) -> None:
     """Per checkpoint: the Graphormer alone, and the blend whose weights validation chooses by
-    the library's rule (:func:`molsepnorm.train.companion.pick_weights`, with ``min_gain``;
+    the library's rule (:func:`molsepnorm.train.blend.pick_weights`, with ``min_gain``;
     ``coverage``: a second weight for molecules with a novel substructure, where the JSON
     has the pairs); ``radius`` None: the radius validation chooses (:func:`chosen_radius`)."""
-    from molsepnorm.train.companion import BLEND_PAIRS, BLEND_WEIGHTS, pick_weights
+    from molsepnorm.train.blend import BLEND_PAIRS, BLEND_WEIGHTS, pick_weights
 
     print(f"rule: radius {'chosen on validation' if radius is None else radius}, {kind} counts, l2 {l2:g}, "
           f"atom properties {screened_properties(results)}, weights {list(BLEND_WEIGHTS)}, minimum validation gain {min_gain:g}, "
@@ -159,7 +160,8 @@ def summary(results: dict, radius: Optional[int], kind: str, l2: float, min_gain
 
 
 def main() -> None:
-    from molsepnorm.train.companion import BLEND_WEIGHTS, GROUP_FEATURES, MIN_VALIDATION_GAIN
+    from molsepnorm.train.blend import BLEND_WEIGHTS, MIN_VALIDATION_GAIN
+    from molsepnorm.train.companion import GROUP_FEATURES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="*", help="regression best.pt files")

@@ -28,7 +28,8 @@ def main() -> None:
 
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.train import add_companion
-    from molsepnorm.train.companion import feature_name, format_weights
+    from molsepnorm.train.blend import format_weights
+    from molsepnorm.train.companion import feature_name
 
     torch.set_num_threads(args.threads)
     args.out_dir.mkdir(parents=True, exist_ok=True)

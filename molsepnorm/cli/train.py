@@ -203,7 +203,8 @@ def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
 
 def _print_summary(result: Any) -> None:
     from molsepnorm.inference.metrics import summary_table
-    from molsepnorm.train.companion import MIN_VALIDATION_GAIN, feature_name, format_weights
+    from molsepnorm.train.blend import MIN_VALIDATION_GAIN, format_weights
+    from molsepnorm.train.companion import feature_name
 
     click.echo(summary_table({"val": result.val, "test": result.test}))
     best = f"best epoch {result.best_epoch}" if result.best_epoch is not None else "no best epoch"

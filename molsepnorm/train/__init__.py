@@ -12,8 +12,9 @@ One module per job:
 - :mod:`~molsepnorm.train.batching`: batch samplers (random or size-bucketed), sharded per rank;
 - :mod:`~molsepnorm.train.schedule`: warm-up then linear decay of the learning rate;
 - :mod:`~molsepnorm.train.soup`: ``best.pt`` as the average of the best epochs' weights;
-- :mod:`~molsepnorm.train.companion`: the fingerprint model fitted on the training split and
-  blended with the Graphormer (:func:`add_companion` for a model trained without one);
+- :mod:`~molsepnorm.train.companion`: the fingerprint model fitted on the training split
+  (:func:`add_companion` for a model trained without one);
+- :mod:`~molsepnorm.train.blend`: its blend with the Graphormer, chosen on the validation split;
 - :mod:`~molsepnorm.train.allocator`: glibc's malloc setting while training on CPU;
 - :mod:`~molsepnorm.train.distributed`: torchrun detection, process groups, rank-0 I/O;
 - :mod:`~molsepnorm.train.api`: :func:`train`, :func:`resume`.

@@ -18,7 +18,7 @@ Read top to bottom:
 5. :meth:`Trainer._finish`: the best weights (or, with ``train.average_best``, the average
    of the best epochs' weights, :mod:`~molsepnorm.train.soup`), with ``train.companion``
    a fingerprint model fitted on the training split (now, or before the first epoch) and
-   blended in (:mod:`~molsepnorm.train.companion`), on the test split, ``best.pt``,
+   blended in (:mod:`~molsepnorm.train.companion`, :mod:`~molsepnorm.train.blend`), on the test split, ``best.pt``,
    ``results.json``.
 
 Checkpoints are :class:`~molsepnorm.checkpoint.Checkpoint` objects; ``last.pt`` also
@@ -49,8 +49,8 @@ from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_a
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import make_train_sampler
-from molsepnorm.train.companion import (CompanionFit, ValidationBlend, component_scores, feature_name, fit_blend,
-                                        format_weights, prepare_blend)
+from molsepnorm.train.blend import ValidationBlend, component_scores, format_weights
+from molsepnorm.train.companion import CompanionFit, feature_name, fit_blend, prepare_blend
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
                                      resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA

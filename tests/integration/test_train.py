@@ -12,7 +12,7 @@ import yaml
 from molsepnorm.checkpoint import Checkpoint
 from molsepnorm.inference import evaluate_checkpoint
 from molsepnorm.train.api import train
-from molsepnorm.train.companion import format_weights
+from molsepnorm.train.blend import format_weights
 from molsepnorm.train.config import load_experiment_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -133,7 +133,8 @@ def test_companion_none_runs_have_no_companion(tmp_path, write_tpsa_csv):
 
 def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp_path, write_tpsa_csv):
     from molsepnorm.inference.evaluate import evaluate_checkpoint
-    from molsepnorm.train.companion import BLEND_WEIGHTS, GROUP_BITS, MIN_VALIDATION_GAIN, feature_name, format_weights
+    from molsepnorm.train.blend import BLEND_WEIGHTS, MIN_VALIDATION_GAIN
+    from molsepnorm.train.companion import GROUP_BITS, feature_name
 
     run = tmp_path / "reg"
     result = train(tiny(write_tpsa_csv(tmp_path / "tpsa300.csv"), epochs=1), out=run, console=False)

@@ -15,10 +15,10 @@ from molsepnorm.errors import MolsepnormError
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.nn.fingerprint import FingerprintCompanion
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
-from molsepnorm.train.companion import (BLEND_WEIGHTS, COMPANION_BITS, GROUP_BITS, GROUP_FEATURES, GROUP_RADIUS,
-                                        MIN_VALIDATION_GAIN, CompanionFit, ValidationBlend, companion_model_keys,
-                                        covered_by, covered_rows, feature_name, format_weights,
-                                        fit_blend, fit_companion, resolve_companion, ridge, substructure_features)
+from molsepnorm.train.blend import BLEND_WEIGHTS, MIN_VALIDATION_GAIN, ValidationBlend, covered_by, format_weights
+from molsepnorm.train.companion import (COMPANION_BITS, GROUP_BITS, GROUP_FEATURES, GROUP_RADIUS, CompanionFit,
+                                        companion_model_keys, covered_rows, feature_name, fit_blend, fit_companion,
+                                        resolve_companion, ridge, substructure_features)
 
 
 def splits_of(path):
