@@ -84,11 +84,12 @@ def _run(action: Callable[[], Any]) -> Any:
         raise click.ClickException(str(err)) from err
 
 
-def _finish(summary: Any) -> None:
+def _finish(summary: Any, input_path: str) -> None:
     click.echo(summary.line(), err=True)
     if summary.ok == 0:
         what = "no record in the input" if summary.total == 0 else "no record could be predicted"
-        click.echo(f"Error: {what}", err=True)
+        source = "standard input" if input_path == "-" else input_path
+        click.echo(f"Error: {source}: {what}", err=True)
         sys.exit(1)
 
 
@@ -133,7 +134,7 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
     summary = _run(action)
     if summary.preview is not None and len(summary.preview):
         click.echo(_preview_text(summary.preview, summary.total))
-    _finish(summary)
+    _finish(summary, input_path)
 
 
 @click.command("embed")
@@ -161,7 +162,7 @@ def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Option
                           id_column=id_column, strict=strict, chunk_size=chunk_size, progress=_progress(progress),
                           workers=workers)
 
-    _finish(_run(action))
+    _finish(_run(action), input_path)
 
 
 @click.command("models")

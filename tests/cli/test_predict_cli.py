@@ -65,8 +65,17 @@ def test_exit_1_when_nothing_succeeds(tmp_path: Path):
     bad.write_text("C1CC\nxyz\n")
     result = invoke(predict, [str(bad)])
     assert result.exit_code == 1
-    assert "no record could be predicted" in result.output
+    assert f"{bad}: no record could be predicted" in result.output
     assert len(pd.read_csv(tmp_path / "bad.predictions.csv")) == 2  # the reasons are still written
+
+
+def test_exit_1_naming_an_empty_input(tmp_path: Path):
+    empty = tmp_path / "empty.smi"
+    empty.write_text("\n")
+    result = invoke(predict, [str(empty)])
+    assert result.exit_code == 1
+    assert f"{empty}: no record in the input" in result.output
+    assert pd.read_csv(tmp_path / "empty.predictions.csv").empty  # the header alone
 
 
 def test_strict_stops_and_writes_nothing(mixed: Path, tmp_path: Path):
