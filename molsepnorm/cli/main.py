@@ -15,8 +15,9 @@ def cli() -> None:
     """molsepnorm: molecular property prediction with a SepNorm Graphormer.
 
     Graphormer (Ying et al., 2021) whose normalization layers are SepNorm (Chen et al.,
-    NeurIPS 2023): the graph token is normalized by its own BatchNorm, the atom tokens
-    by a LayerNorm.
+    NeurIPS 2023): the graph token is normalized by its own norm, the atom tokens by
+    another (a LayerNorm each by default; the paper's BatchNorm for the graph token with
+    train --cls-norm batch).
     """
     _freeze_gc_at_exit()
 

@@ -18,7 +18,7 @@ from molsepnorm.predict.predictor import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE
 
 #: torch threads when ``--threads`` is not given: featurization (single-threaded Python)
 #: is most of a prediction's time and the model's small matrices gain little from more
-#: threads, which slow it down on a busy machine (docs/benchmarks.md, "Threads").
+#: threads, which slow it down on a busy machine (docs/benchmarks.md, "Results, 2 threads").
 DEFAULT_THREADS = 1
 
 
