@@ -323,7 +323,8 @@ class Graphormer(nn.Module):
         companion's once it is fitted, or the (B, D) graph-token embedding with ``return_embedding``.
 
         The head and the blend run in float32 with autocast off, so the outputs are float32
-        under bf16 autocast too (docs/benchmarks.md, "the regression blend in bf16")."""
+        under bf16 autocast too (docs/benchmarks.md, "Again on one H200 (2026-11-27, session 42):
+        the regression blend in bf16")."""
         h = self.encode(batch)  # (B, N+1, D)
         if return_embedding:
             return h[:, 0]
