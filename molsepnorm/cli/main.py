@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import atexit
 import gc
+import warnings
+from typing import Any, Optional
 
 import click
 
@@ -11,7 +13,8 @@ from molsepnorm.version import __version__
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-V", prog_name="molsepnorm")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """molsepnorm: molecular property prediction with a SepNorm Graphormer.
 
     Graphormer (Ying et al., 2021) whose normalization layers are SepNorm (Chen et al.,
@@ -20,6 +23,24 @@ def cli() -> None:
     train --cls-norm batch).
     """
     _freeze_gc_at_exit()
+    _plain_warnings(ctx)
+
+
+def _plain_warnings(ctx: click.Context) -> None:
+    """Show every warning of the command as ``Warning: <message>`` on stderr, until it ends.
+
+    Python's own format adds the file and source line the warning was attributed to: the
+    library attributes its warnings (rows left out of a data set, a checkpoint's note) to
+    its caller, which in a notebook is the user's line and here is click's internals."""
+    previous = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: Optional[str] = None) -> None:
+        label = "Warning" if category is UserWarning else category.__name__
+        click.echo(f"{label}: {message}", err=True)
+
+    warnings.showwarning = show
+    ctx.call_on_close(lambda: setattr(warnings, "showwarning", previous))
 
 
 def _freeze_gc_at_exit() -> None:

@@ -60,3 +60,17 @@ def test_a_command_freezes_the_collector_at_exit_and_loses_no_output(tmp_path):
     frame = pd.read_csv(out)
     assert frame["id"].tolist() == [f"m{i}" for i in range(300)]
     assert frame["error"].isna().all() and frame["HIV_active"].between(0, 1).all()  # the default model
+
+
+def test_a_warning_reads_as_one_message_without_python_source_lines(tmp_path):
+    import warnings
+
+    table = tmp_path / "mols.csv"
+    table.write_text("smiles,y\nCCO,1.0\nC1CC,2.0\n" + "".join(f"{'C' * n}O,{n}.5\n" for n in range(1, 30)))
+    before = warnings.showwarning
+    result = CliRunner().invoke(cli, ["prepare", "--dataset", str(table), "--on-invalid", "skip"])
+    assert result.exit_code == 0, result.output
+    assert f"Warning: {table}: 1 row(s) left out of the data set" in result.output
+    assert "row 3: 'C1CC': SMILES parse error" in result.output
+    assert "UserWarning" not in result.output and ".py:" not in result.output  # no file, line or source
+    assert warnings.showwarning is before  # the command's format ends with it
