@@ -60,22 +60,15 @@ def test_one_row_per_record_with_reasons(mixed: Path, tmp_path: Path):
     assert "ok 3 / failed 2" in result.output
 
 
-def test_exit_1_when_nothing_succeeds(tmp_path: Path):
-    bad = tmp_path / "bad.smi"
-    bad.write_text("C1CC\nxyz\n")
-    result = invoke(predict, [str(bad)])
+@pytest.mark.parametrize("text, message, rows", [("C1CC\nxyz\n", "no record could be predicted", 2),
+                                                 ("\n", "no record in the input", 0)], ids=["all-bad", "empty"])
+def test_exit_1_naming_the_input_when_nothing_is_predicted(tmp_path: Path, text: str, message: str, rows: int):
+    source = tmp_path / "in.smi"
+    source.write_text(text)
+    result = invoke(predict, [str(source)])
     assert result.exit_code == 1
-    assert f"{bad}: no record could be predicted" in result.output
-    assert len(pd.read_csv(tmp_path / "bad.predictions.csv")) == 2  # the reasons are still written
-
-
-def test_exit_1_naming_an_empty_input(tmp_path: Path):
-    empty = tmp_path / "empty.smi"
-    empty.write_text("\n")
-    result = invoke(predict, [str(empty)])
-    assert result.exit_code == 1
-    assert f"{empty}: no record in the input" in result.output
-    assert pd.read_csv(tmp_path / "empty.predictions.csv").empty  # the header alone
+    assert f"{source}: {message}" in result.output
+    assert len(pd.read_csv(tmp_path / "in.predictions.csv")) == rows  # every reason is still written
 
 
 def test_strict_stops_and_writes_nothing(mixed: Path, tmp_path: Path):
