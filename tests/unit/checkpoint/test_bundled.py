@@ -40,8 +40,8 @@ def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model):
     for key, value in preset["model"].items():
         assert ckpt.model_config[key] == value, key
     for key, value in preset["train"].items():
-        if key not in ckpt.config["train"]:  # an option newer than the model: the preset pins what training did then
-            assert BEFORE_THE_OPTION[key] == value, key
+        if key not in ckpt.config["train"]:  # an option newer than the model: checked below
+            assert key in BEFORE_THE_OPTION, key
             continue
         if key == "init":  # fine-tuned: the encoder's run directory, committed under docs/ with the same name
             used = Path(ckpt.config["train"]["init"])
@@ -49,6 +49,20 @@ def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model):
             assert (REPO / value).is_file(), value
             continue
         assert ckpt.config["train"][key] == value, key
+    # an option newer than the model must be pinned in the preset, or training would take today's default
+    for key, value in BEFORE_THE_OPTION.items():
+        if key not in ckpt.config["train"]:
+            if key == "companion" and "companion" in ckpt.metrics:  # fitted onto the model afterwards
+                value = "fingerprint"
+            assert preset["train"].get(key, "unpinned") == value, key
+    if ckpt.config["train"].get("init", "none") == "none":  # from scratch: the preset alone builds the model
+        from molsepnorm.nn.graphormer import GraphormerConfig
+
+        today = GraphormerConfig().to_dict()
+        for key, value in ckpt.model_config.items():
+            if key in today and not key.startswith("companion") and key not in ("atom_dims", "bond_dims", "num_tasks") \
+                    and value != today[key]:
+                assert key in preset["model"], f"{key}: the model has {value!r}, today's default is {today[key]!r}"
 
 
 #: train options a bundled model may predate, with the setting that reproduces training before them
