@@ -27,7 +27,8 @@ def cli(ctx: click.Context) -> None:
 
 
 def _plain_warnings(ctx: click.Context) -> None:
-    """Show every warning of the command as ``Warning: <message>`` on stderr, until it ends.
+    """Show every warning of the command as one line on stderr, ``Warning: <message>`` (a
+    :class:`UserWarning`; other kinds by their class name), until the command ends.
 
     Python's own format adds the file and source line the warning was attributed to: the
     library attributes its warnings (rows left out of a data set, a checkpoint's note) to
@@ -36,7 +37,7 @@ def _plain_warnings(ctx: click.Context) -> None:
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: Any = None, line: Optional[str] = None) -> None:
-        label = "Warning" if category is UserWarning else category.__name__
+        label = "Warning" if issubclass(category, UserWarning) else category.__name__
         click.echo(f"{label}: {message}", err=True)
 
     warnings.showwarning = show

@@ -88,8 +88,9 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
                      help="zinc-subset, zinc, molhiv, nci-tpsa, a CSV/TSV of SMILES and targets, or an SDF "
                           "(.sdf, .sdf.gz) whose data fields hold the targets."),
         click.option("--data-root", type=click.Path(file_okay=False), default=None,
-                     help="Folder holding raw data sets (default: $MOLSEPNORM_DATA, else <cache root>/data, the cache root "
-                          "being $MOLSEPNORM_CACHE, else $XDG_CACHE_HOME/molsepnorm, else ~/.cache/molsepnorm)."),
+                     help="Folder holding raw data sets (default: $MOLSEPNORM_DATA, else <cache root>/data, the "
+                          "cache root being $MOLSEPNORM_CACHE, else $XDG_CACHE_HOME/molsepnorm, else "
+                          "~/.cache/molsepnorm)."),
         click.option("--smiles-column", default=None, help="CSV: column holding the SMILES (default: smiles)."),
         click.option("--target-columns", default=None,
                      help="CSV: comma-separated target columns (default: every column but SMILES, id and split); "

@@ -52,7 +52,8 @@ _OVERRIDES = {
               help="Unlabelled molecules: moses (1.58M drug-like SMILES), molhiv (its training split), nci "
                    "(RDKit's 4,999), or a .smi / .csv / .tsv / .sdf file (optionally .gz).")
 @click.option("--data-root", type=click.Path(file_okay=False), default=None,
-              help="Folder holding the named corpora (default: $MOLSEPNORM_DATA, else ~/.cache/molsepnorm/data).")
+              help="Folder holding the named corpora (default: $MOLSEPNORM_DATA, else <cache root>/data, the cache "
+                   "root being $MOLSEPNORM_CACHE, else $XDG_CACHE_HOME/molsepnorm, else ~/.cache/molsepnorm).")
 @click.option("--smiles-column", default=None, help="CSV / TSV: column of the SMILES (default: one named like smiles).")
 @click.option("--vocab", type=VOCAB, default=None, help="Featurizer vocabulary (default ogb: any element).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Read only the first N molecules.")

@@ -1,6 +1,7 @@
 """Where data sets are read from and where processed caches are written.
 
-Data root (raw, read-only for us):  ``data_root`` argument / ``--data-root``, else the
+Data root (raw data, never processed in place; written to only to download a data set
+it lacks, and only when writable):  ``data_root`` argument / ``--data-root``, else the
 ``MOLSEPNORM_DATA`` environment variable, else ``<cache>/data`` where the official
 loaders download on a machine with internet.
 

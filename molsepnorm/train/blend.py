@@ -66,7 +66,7 @@ class ValidationBlend:
         own: (N, T) the companion's predictions alone, original units.
         covered: (N,) bool, the validation molecules whose every substructure occurs in the
             training split (:func:`covered_rows`), or None: one weight for every molecule.
-        fitted: per target, whether the companion was fitted (:attr:`CompanionFit.fitted`).
+        fitted: per target, whether the companion was fitted (:attr:`~molsepnorm.train.companion.CompanionFit.fitted`).
         task, metric: the task and the validation metric that chooses the weights.
     """
 

@@ -31,11 +31,12 @@ When: a classification companion, or a regression one with a fixed weight, is fi
 the last epoch (:func:`fit_blend`). A regression companion with weight ``"auto"`` is fitted
 before the first (:func:`prepare_blend`, ``train.monitor_blend``, the default): its
 predictions do not depend on the Graphormer, so after every epoch its
-:class:`ValidationBlend` chooses the weights for that epoch's Graphormer and scores the
-blend, and the blend's validation metric picks ``best.pt`` and drives early stopping. The
-epoch kept is then the one whose *blend* predicts best, not the one whose Graphormer alone
-does; where the linear model takes the prediction (an additive property) the run stops
-once the blend has stopped improving (docs/accuracy.md, "The blend picks the epoch").
+:class:`~molsepnorm.train.blend.ValidationBlend` chooses the weights for that epoch's
+Graphormer and scores the blend, and the blend's validation metric picks ``best.pt`` and
+drives early stopping. The epoch kept is then the one whose *blend* predicts best, not the
+one whose Graphormer alone does; where the linear model takes the prediction (an additive
+property) the run stops once the blend has stopped improving (docs/accuracy.md, "The blend
+picks the epoch").
 """
 from __future__ import annotations
 
@@ -93,9 +94,9 @@ def companion_model_keys(companion: str, task: str) -> dict[str, Any]:
 
 @dataclass
 class CompanionFit:
-    """What :func:`fit_companion` (and :meth:`ValidationBlend.choose`) did: per target, whether it
-    was fitted (a binary target needs both classes among its training labels) and its blend
-    weight, and the time taken."""
+    """What :func:`fit_companion` (and :meth:`~molsepnorm.train.blend.ValidationBlend.choose`) did: per
+    target, whether it was fitted (a binary target needs both classes among its training
+    labels) and its blend weight, and the time taken."""
 
     kind: str
     weight: Union[float, str]  # what was asked: a number, or "auto"
@@ -201,7 +202,7 @@ def fit_companion(companion: FingerprintCompanion, graphs: Sequence[Any], sizes:
         target_names: one per target, for the log and :class:`CompanionFit`.
         weight: the blend weight on the companion, in (0, 1], or ``"auto"``:
             :data:`COMPANION_WEIGHT` for binary targets; for regression 0 (the Graphormer
-            alone) until :meth:`ValidationBlend.choose` chooses it on validation.
+            alone) until :meth:`~molsepnorm.train.blend.ValidationBlend.choose` chooses it on validation.
         scaler: the run's target standardization (regression), or None.
         l2: the L2 penalty per training molecule (default :data:`COMPANION_L2` for binary
             targets, :data:`GROUP_L2` for regression).
@@ -293,7 +294,7 @@ def fit_blend(companion: FingerprintCompanion, config: Any, train: tuple[Sequenc
     """What training does with a companion after the last epoch (unless ``train.monitor_blend``
     fitted it before the first) and :func:`add_companion` after it: :func:`prepare_blend`,
     then for regression with weight ``"auto"`` the blend weights chosen on ``val`` for the
-    model as it is (:meth:`ValidationBlend.choose`)."""
+    model as it is (:meth:`~molsepnorm.train.blend.ValidationBlend.choose`)."""
     fit, blend = prepare_blend(companion, config, train, val, task, target_names, weight, scaler, predict_val, metric)
     if blend is not None:
         blend.settle(companion, fit, predict_val)
@@ -307,7 +308,7 @@ def prepare_blend(companion: FingerprintCompanion, config: Any, train: tuple[Seq
                   metric: str) -> tuple[CompanionFit, Optional[ValidationBlend]]:
     """:func:`fit_companion` on the ``train`` split (graphs, atom counts), the chosen features
     stored in the model ``config`` (:func:`store_features`), and for regression with weight
-    ``"auto"`` the :class:`ValidationBlend` that chooses its weights on ``val``
+    ``"auto"`` the :class:`~molsepnorm.train.blend.ValidationBlend` that chooses its weights on ``val``
     (``predict_val() -> (targets, predictions)`` runs the model once; the companion's
     weights are 0 afterwards, the Graphormer alone), else None."""
     fit, val_features = _fit(companion, train[0], train[1], task, target_names, weight, scaler, None, val)

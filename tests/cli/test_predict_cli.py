@@ -146,7 +146,8 @@ def test_embed_writes_npz(mixed: Path, tmp_path: Path):
         assert "unclosed ring" in npz["errors"][1]
     bad = tmp_path / "bad.smi"
     bad.write_text("C1CC\n")
-    assert invoke(embed, [str(bad), "--out", str(tmp_path / "b.npz")]).exit_code == 1
+    result = invoke(embed, [str(bad), "--out", str(tmp_path / "b.npz")])
+    assert result.exit_code == 1 and f"{bad}: no record could be predicted" in result.output
 
 
 def test_warning_column_and_npz_array(tmp_path: Path):

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "molsepnorm").rglob("*.py")),
            *sorted((REPO / "molsepnorm" / "models").glob("*.md")), *sorted((REPO / "scripts").rglob("*.py")),
            *sorted((REPO / "configs").rglob("*.yaml"))]
-CITATION = re.compile(r"docs/([\w-]+)\.md,\s+\"([^\"]+)\"")
+CITATION = re.compile(r"docs/([\w-]+)\.md(?:,\s+|\s+\()\"([^\"]+)\"")  # docs/x.md, "Title" or docs/x.md ("Title"
 
 
 def flat(text: str) -> str:
@@ -24,8 +24,14 @@ def flat(text: str) -> str:
 
 
 def headings(page: Path) -> list[str]:
-    return [" ".join(line.lstrip("#").split()) for line in page.read_text(encoding="utf-8").splitlines()
-            if line.startswith("#")]
+    """The page's markdown headings, whitespace collapsed (not the ``#`` comments of its code blocks)."""
+    found, fenced = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif line.startswith("#") and not fenced:
+            found.append(" ".join(line.lstrip("#").split()))
+    return found
 
 
 def citations() -> list[tuple[str, str, str]]:

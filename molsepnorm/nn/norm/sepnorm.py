@@ -32,7 +32,7 @@ class SepNorm(nn.Module):
         \gamma + \beta, \quad i \ne c \text{ (LayerNorm per token)}
 
     The [CLS] vectors ``(B, D)`` go through ``cls_norm`` and all other tokens through
-    ``token_norm``; both are any kind of :func:`create_norm`. In eval mode a batch norm
+    ``token_norm``; both are any kind of :func:`~molsepnorm.nn.norm.masked.create_norm`. In eval mode a batch norm
     uses its running statistics, so an output never depends on its batch-mates.
 
     Args:
