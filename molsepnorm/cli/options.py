@@ -22,6 +22,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import click
 
+#: where ``--data-root`` defaults to, as :func:`molsepnorm.data.paths.resolve_data_root` resolves it
+DATA_ROOT_DEFAULT = ("default: $MOLSEPNORM_DATA, else <cache root>/data, the cache root being $MOLSEPNORM_CACHE, "
+                     "else $XDG_CACHE_HOME/molsepnorm, else ~/.cache/molsepnorm")
+
 
 class LibraryChoice(click.Choice):
     """A :class:`click.Choice` whose values are a library constant, ``"module:NAME"``,
@@ -88,9 +92,7 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
                      help="zinc-subset, zinc, molhiv, nci-tpsa, a CSV/TSV of SMILES and targets, or an SDF "
                           "(.sdf, .sdf.gz) whose data fields hold the targets."),
         click.option("--data-root", type=click.Path(file_okay=False), default=None,
-                     help="Folder holding raw data sets (default: $MOLSEPNORM_DATA, else <cache root>/data, the "
-                          "cache root being $MOLSEPNORM_CACHE, else $XDG_CACHE_HOME/molsepnorm, else "
-                          "~/.cache/molsepnorm)."),
+                     help=f"Folder holding raw data sets ({DATA_ROOT_DEFAULT})."),
         click.option("--smiles-column", default=None, help="CSV: column holding the SMILES (default: smiles)."),
         click.option("--target-columns", default=None,
                      help="CSV: comma-separated target columns (default: every column but SMILES, id and split); "

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from molsepnorm.cli.options import NORM, VOCAB, LibraryChoice, device_option
+from molsepnorm.cli.options import DATA_ROOT_DEFAULT, NORM, VOCAB, LibraryChoice, device_option
 from molsepnorm.cli.runs import refuse_changes_on_resume, spawn
 
 _OVERRIDES = {
@@ -52,8 +52,7 @@ _OVERRIDES = {
               help="Unlabelled molecules: moses (1.58M drug-like SMILES), molhiv (its training split), nci "
                    "(RDKit's 4,999), or a .smi / .csv / .tsv / .sdf file (optionally .gz).")
 @click.option("--data-root", type=click.Path(file_okay=False), default=None,
-              help="Folder holding the named corpora (default: $MOLSEPNORM_DATA, else <cache root>/data, the cache "
-                   "root being $MOLSEPNORM_CACHE, else $XDG_CACHE_HOME/molsepnorm, else ~/.cache/molsepnorm).")
+              help=f"Folder holding the named corpora ({DATA_ROOT_DEFAULT}).")
 @click.option("--smiles-column", default=None, help="CSV / TSV: column of the SMILES (default: one named like smiles).")
 @click.option("--vocab", type=VOCAB, default=None, help="Featurizer vocabulary (default ogb: any element).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Read only the first N molecules.")

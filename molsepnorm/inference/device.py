@@ -48,9 +48,10 @@ def inference_process_settings(threads: Optional[int] = None) -> None:
     Sets torch's intra-op threads (None: leave as is) and switches oneDNN (mkldnn) off:
     oneDNN caches a kernel per input shape, batches of molecules come in ever new shapes,
     so over a large file the cache grows (docs/benchmarks.md, "Figures behind design
-    choices in the code") for no speed gain on this model's small matrices.  Both are global to the process, so the library
-    never calls this by itself: the CLI calls it once per command, and a notebook or
-    service that owns its process may call it once before predicting.
+    choices in the code") for no speed gain on this model's small matrices.  Both are
+    global to the process, so the library never calls this by itself: the CLI calls it
+    once per command, and a notebook or service that owns its process may call it once
+    before predicting.
     """
     import torch
 

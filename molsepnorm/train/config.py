@@ -181,8 +181,8 @@ def earliest_stop(patience: Union[int, str, None], epochs: int) -> int:
     schedule's midpoint, so no run stops before ``epochs // 2 + patience``: in the first
     half the learning rate is high and the validation metric noisy, and an early lucky
     epoch that is not beaten for a while is no sign the run has converged (docs/accuracy.md,
-    "The comparison from scratch", its "Early stopping waits for the second half").  An explicit patience counts from the best
-    epoch alone: 0."""
+    "The comparison from scratch", its "Early stopping waits for the second half").  An
+    explicit patience counts from the best epoch alone: 0."""
     if patience != "auto":
         return 0
     return epochs // 2 + auto_patience(epochs)

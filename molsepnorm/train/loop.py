@@ -18,8 +18,8 @@ Read top to bottom:
 5. :meth:`Trainer._finish`: the best weights (or, with ``train.average_best``, the average
    of the best epochs' weights, :mod:`~molsepnorm.train.soup`), with ``train.companion``
    a fingerprint model fitted on the training split (now, or before the first epoch) and
-   blended in (:mod:`~molsepnorm.train.companion`, :mod:`~molsepnorm.train.blend`), on the test split, ``best.pt``,
-   ``results.json``.
+   blended in (:mod:`~molsepnorm.train.companion`, :mod:`~molsepnorm.train.blend`), on the
+   test split, ``best.pt``, ``results.json``.
 
 Checkpoints are :class:`~molsepnorm.checkpoint.Checkpoint` objects; ``last.pt`` also
 carries the training state of :mod:`~molsepnorm.train.state`.

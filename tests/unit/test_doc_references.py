@@ -5,6 +5,7 @@ is measured; a renamed or removed heading breaks that trail silently.
 """
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -34,6 +35,7 @@ def headings(page: Path) -> list[str]:
     return found
 
 
+@functools.lru_cache(maxsize=1)
 def citations() -> list[tuple[str, str, str]]:
     found = []
     for source in SOURCES:
