@@ -6,7 +6,7 @@ For every molsepnorm row of each ``results.json`` the script reads the run direc
 train command wrote (``--out``): from ``results.json`` the best epoch, how the run stopped
 and the companion (features chosen, blend weights, each model's validation and test
 metrics); from ``metrics.jsonl`` every epoch's validation MAE of the Graphormer and of the
-blend, the blend's weights and the epoch's seconds. docs/accuracy.md ("The blend picks the
+blend (ROC-AUC of the Graphormer for classification), the blend's weights and the epoch's seconds. docs/accuracy.md ("The blend picks the
 epoch") quotes these figures; the run directories themselves are not committed.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-HISTORY_KEYS = ("epoch", "val_mae", "val_blend_mae", "blend_weight", "eval_seconds", "epoch_seconds")
+HISTORY_KEYS = ("epoch", "val_mae", "val_blend_mae", "val_rocauc", "blend_weight", "eval_seconds", "epoch_seconds")
 COMPANION_KEYS = ("radius", "properties", "weights", "weights_novel", "features", "scores")
 
 
