@@ -3,11 +3,13 @@
     python scripts/run_components.py runs/s41/timed/results.json [...] > components.json
 
 For every molsepnorm row of each ``results.json`` the script reads the run directory its
-train command wrote (``--out``): from ``results.json`` the best epoch, how the run stopped
-and the companion (features chosen, blend weights, each model's validation and test
-metrics); from ``metrics.jsonl`` every epoch's validation MAE of the Graphormer and of the
-blend (ROC-AUC of the Graphormer for classification), the blend's weights and the epoch's seconds. docs/accuracy.md ("The blend picks the
-epoch") quotes these figures; the run directories themselves are not committed.
+train command wrote (``--out``): from ``results.json`` the best epoch, how the run stopped,
+the validation and test metrics of what ``best.pt`` predicts (``blend``) and the companion
+(features chosen, blend weights, each model's validation and test metrics); from
+``metrics.jsonl`` every epoch's validation MAE of the Graphormer and of the blend (for
+classification the Graphormer's ROC-AUC), the blend's weights and the epoch's seconds.
+docs/accuracy.md ("The blend picks the epoch") quotes these figures; the run directories
+themselves are not committed.
 """
 from __future__ import annotations
 
@@ -48,7 +50,8 @@ def components(results_path: str) -> list[dict[str, Any]]:
         runs.append({
             "results": results_path, "dataset": row["dataset"], "seed": row["seed"],
             "train_command": row["train_command"], "best_epoch": result["best_epoch"], "epochs": result["epochs"],
-            "stopped": result["stopped"], "companion": {k: companion.get(k) for k in COMPANION_KEYS},
+            "stopped": result["stopped"], "blend": {part: result[part] for part in ("val", "test")},
+            "companion": {k: companion.get(k) for k in COMPANION_KEYS},
             "history": [{k: epoch[k] for k in HISTORY_KEYS if k in epoch} for epoch in history],
         })
     return runs
