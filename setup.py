@@ -21,7 +21,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["molsepnorm", "molsepnorm.*"]),
     include_package_data=True,
-    package_data={"molsepnorm": ["py.typed"], "molsepnorm.models": ["*.pt", "*.md", "*.yaml"]},
+    package_data={"molsepnorm": ["py.typed"], "molsepnorm.models": ["*.pt", "*.md", "*.yaml", "*.json"]},
     install_requires=[
         "torch>=2.2",
         "torch-geometric>=2.5",

@@ -23,6 +23,7 @@ _EXPORTS = {
     "TaskSpec": "molsepnorm.checkpoint.checkpoint",
     "DataProvenance": "molsepnorm.checkpoint.checkpoint",
     "save_checkpoint": "molsepnorm.checkpoint.checkpoint",
+    "check_ensemble": "molsepnorm.checkpoint.checkpoint",
     "TargetScaler": "molsepnorm.checkpoint.scaling",
     "ApplicabilityDomain": "molsepnorm.checkpoint.domain",
     "check_domains": "molsepnorm.checkpoint.domain",
@@ -31,6 +32,7 @@ _EXPORTS = {
     "UnknownModelError": "molsepnorm.checkpoint.bundled",
     "bundled_models": "molsepnorm.checkpoint.bundled",
     "resolve_model": "molsepnorm.checkpoint.bundled",
+    "resolve_models": "molsepnorm.checkpoint.bundled",
     "checkpoint_data": "molsepnorm.checkpoint.data",
     "RunDir": "molsepnorm.checkpoint.run_dir",
 }

@@ -1,9 +1,13 @@
 """Models that ship inside the package (``molsepnorm/models/``), by name.
 
-Each bundled model is a ``best.pt`` written by this project's own ``molsepnorm train``
-plus a model card (``<name>.md``: data set, command, seed, metrics) and the training
-preset (``<name>.yaml``).  ``molsepnorm predict`` uses :data:`DEFAULT_MODEL` when no
-``--model`` is given, so prediction works offline on a fresh install.
+Each bundled model is a ``best.pt`` written by this project's own ``molsepnorm train``,
+or an *ensemble* of several (the same preset trained with different seeds, predicting
+their mean, as ``predict --model a --model b`` does), plus a model card (``<name>.md``:
+data set, command, seeds, metrics) and the training preset (``<name>.yaml``).
+``molsepnorm predict`` uses :data:`DEFAULT_MODEL` when no ``--model`` is given, so
+prediction works offline on a fresh install.  :func:`resolve_models` gives every file of
+a name (predict, evaluate); :func:`resolve_model` the one file of a name that is one
+checkpoint (whatever reads a single model: ``embed``, ``analyze``, ``train --init``).
 
 A bundled *encoder* (``kind="encoder"``) is the ``encoder.pt`` of a ``molsepnorm
 pretrain`` run, with its card and pretraining preset: it has no trained head, so it does
@@ -28,7 +32,8 @@ class BundledModel:
 
     Attributes:
         name: what ``--model`` / ``Predictor.load`` accept.
-        checkpoint: file name of the checkpoint in ``molsepnorm/models``.
+        checkpoints: file names in ``molsepnorm/models``: one checkpoint, or the members of
+            an ensemble (several ``best.pt`` of one preset and data set, averaged).
         card: file name of the model card (markdown).
         summary: one line for ``molsepnorm models``.
         kind: ``"model"`` (predicts; ``--model NAME``) or ``"encoder"`` (pretrained, no
@@ -36,15 +41,24 @@ class BundledModel:
     """
 
     name: str
-    checkpoint: str
+    checkpoints: tuple[str, ...]
     card: str
     summary: str
     kind: str = "model"
 
     @property
-    def path(self) -> Path:
-        """Absolute path of the checkpoint file."""
-        return _models_dir() / self.checkpoint
+    def paths(self) -> list[Path]:
+        """Absolute paths of the checkpoint files (the members, for an ensemble)."""
+        return [_models_dir() / name for name in self.checkpoints]
+
+    @property
+    def is_ensemble(self) -> bool:
+        return len(self.checkpoints) > 1
+
+    @property
+    def preset_path(self) -> Path:
+        """The training (or pretraining) preset, ``<name>.yaml``."""
+        return _models_dir() / f"{self.name}.yaml"
 
     @property
     def card_path(self) -> Path:
@@ -57,22 +71,22 @@ BUNDLED: dict[str, BundledModel] = {
     for m in (
         BundledModel(
             name="tpsa-nci-small",
-            checkpoint="tpsa-nci-small.pt",
+            checkpoints=("tpsa-nci-small.pt",),
             card="tpsa-nci-small.md",
             summary="a small demonstration: topological polar surface area (TPSA, Å²), which RDKit computes "
                     "exactly; SepNorm Graphormer, 4 layers x 64, trained on RDKit's 4,999 NCI molecules",
         ),
         BundledModel(
             name="hiv-activity",
-            checkpoint="hiv-activity.pt",
+            checkpoints=("hiv-activity-seed0.pt", "hiv-activity-seed1.pt", "hiv-activity-seed2.pt"),
             card="hiv-activity.md",
-            summary="probability of HIV replication inhibition (molhiv, scaffold split, test ROC-AUC 0.785); the "
-                    "default SepNorm Graphormer fine-tuned from a MOSES-pretrained encoder, blended with a "
-                    "fingerprint model",
+            summary="probability of HIV replication inhibition (molhiv, scaffold split, test ROC-AUC 0.788): an "
+                    "ensemble of three SepNorm Graphormers fine-tuned from molhiv-encoder (seeds 0, 1, 2), each "
+                    "blended with a fingerprint model",
         ),
         BundledModel(
             name="molhiv-encoder",
-            checkpoint="molhiv-encoder.pt",
+            checkpoints=("molhiv-encoder.pt",),
             card="molhiv-encoder.md",
             summary="pretrained encoder for regression on your own CSV / SDF (OGB vocabulary, every element): the "
                     "default SepNorm Graphormer, masked atoms and functional-group counts on molhiv's 32,901 "
@@ -81,7 +95,7 @@ BUNDLED: dict[str, BundledModel] = {
         ),
         BundledModel(
             name="moses-encoder",
-            checkpoint="moses-encoder.pt",
+            checkpoints=("moses-encoder.pt",),
             card="moses-encoder.md",
             summary="the same recipe on 152k MOSES molecules: the regression default until molhiv-encoder, which "
                     "fine-tunes better (docs/pretraining.md)",
@@ -89,15 +103,15 @@ BUNDLED: dict[str, BundledModel] = {
         ),
         BundledModel(
             name="moses-encoder-long",
-            checkpoint="moses-encoder-long.pt",
+            checkpoints=("moses-encoder-long.pt",),
             card="moses-encoder-long.md",
             summary="the same recipe pretrained ten times longer (25,000 steps, 1.5M MOSES molecules): the default "
-                    "start for classification in the OGB vocabulary, and the start of hiv-activity",
+                    "start for classification in the OGB vocabulary",
             kind="encoder",
         ),
         BundledModel(
             name="moses-encoder-zinc",
-            checkpoint="moses-encoder-zinc.pt",
+            checkpoints=("moses-encoder-zinc.pt",),
             card="moses-encoder-zinc.md",
             summary="pretrained encoder for zinc-subset / zinc (ZINC vocabulary): the default SepNorm Graphormer, "
                     "masked atoms on 1.5M MOSES molecules; 26 % lower zinc-subset MAE with 10 % of the labels",
@@ -109,9 +123,10 @@ DEFAULT_MODEL = "hiv-activity"
 #: The encoder ``molsepnorm train`` starts from by default (``train.init: auto``), by the
 #: atom vocabulary the data is featurized in ...
 DEFAULT_ENCODERS = {"ogb": "molhiv-encoder", "zinc": "moses-encoder-zinc"}
-#: ... and, for a classification task (binary targets), where it differs: the longer
-#: pretraining fine-tunes better on bioactivity (molhiv) and worse on small additive
-#: regressions (docs/pretraining.md).
+#: ... and, for a classification task (binary targets), where it differs: the longer MOSES
+#: pretraining fine-tunes better on a user's small classification set (solubility-class)
+#: than ``molhiv-encoder``, which wins on molhiv itself, the molecules it was pretrained on
+#: (docs/pretraining.md; ``hiv-activity`` starts from it), and worse on small additive regressions.
 CLASSIFICATION_ENCODERS = {"ogb": "moses-encoder-long"}
 
 
@@ -121,6 +136,12 @@ def default_encoder(vocab: str, task: str) -> "str | None":
     if task == "binary" and vocab in CLASSIFICATION_ENCODERS:
         return CLASSIFICATION_ENCODERS[vocab]
     return DEFAULT_ENCODERS.get(vocab)
+
+
+def default_embedding_model() -> Path:
+    """The checkpoint ``embed`` reads when given no model: the default model's file, or its
+    first member when it is an ensemble (embeddings come from one model)."""
+    return BUNDLED[DEFAULT_MODEL].paths[0]
 
 
 class UnknownModelError(MolsepnormError, ValueError):
@@ -136,21 +157,25 @@ def bundled_models() -> list[BundledModel]:
     return sorted(BUNDLED.values(), key=lambda m: (m.name != DEFAULT_MODEL, m.name))
 
 
-def resolve_model(spec: PathLike) -> Path:
-    """The checkpoint file meant by ``spec``: an existing file, else a bundled model's name.
+def resolve_models(spec: PathLike) -> list[Path]:
+    """The checkpoint files meant by ``spec``: an existing file, else every file of a
+    bundled model (one, or an ensemble's members).
 
     Raises:
         UnknownModelError: neither; the message lists the bundled models.
+        CheckpointError: ``spec`` looks like a file path and no such file exists.
     """
     path = Path(spec)
     if path.is_file():
-        return path
+        return [path]
     model = BUNDLED.get(str(spec))
     if model is not None:
-        if not model.path.is_file():
-            raise UnknownModelError(f"bundled model {model.name!r} is missing its file {model.path}: the "
+        missing = [p for p in model.paths + ([ensemble_metrics_path(model)] if model.is_ensemble else [])
+                   if not p.is_file()]
+        if missing:
+            raise UnknownModelError(f"bundled model {model.name!r} is missing its file {missing[0]}: the "
                                     "installation is incomplete (reinstall molsepnorm)")
-        return model.path
+        return model.paths
     names = ", ".join(BUNDLED)
     if path.suffix or len(path.parts) > 1:  # meant as a file
         from molsepnorm.checkpoint.checkpoint import CheckpointError
@@ -160,12 +185,46 @@ def resolve_model(spec: PathLike) -> Path:
                             f"name (bundled: {names})")
 
 
+def resolve_model(spec: PathLike) -> Path:
+    """The one checkpoint file meant by ``spec``: an existing file, else a bundled model's
+    name, for whatever reads a single model.
+
+    Raises:
+        UnknownModelError: neither (the message lists the bundled models), or a bundled
+            ensemble (the message names its member files, each a model of its own).
+        CheckpointError: ``spec`` looks like a file path and no such file exists.
+    """
+    paths = resolve_models(spec)
+    if len(paths) > 1:
+        members = ", ".join(str(p) for p in paths)
+        raise UnknownModelError(f"{str(spec)!r} is an ensemble of {len(paths)} models, and this reads one model: "
+                                f"give one of its member files ({members}); predict and evaluate take the "
+                                f"ensemble by name")
+    return paths[0]
+
+
+def ensemble_metrics_path(model: BundledModel) -> Path:
+    """``<name>.metrics.json`` beside an ensemble's members: the ensemble's own validation and
+    test metrics (no member checkpoint holds them), written by ``scripts/bundle_ensemble.py``
+    with :func:`~molsepnorm.inference.evaluate.evaluate_checkpoint`, with the sha256 of
+    every member it scored."""
+    return _models_dir() / f"{model.name}.metrics.json"
+
+
 def model_listing(model: BundledModel) -> dict[str, Any]:
-    """What ``molsepnorm models`` shows: name, task, targets, metrics, size, files."""
+    """What ``molsepnorm models`` shows: name, task, targets, metrics, size, files.
+
+    An ensemble's metrics are those of the mean prediction (``<name>.metrics.json``); its
+    size is that of all its members; ``checkpoints`` lists them."""
+    import json
+
     from molsepnorm.checkpoint.checkpoint import Checkpoint
 
-    ckpt = Checkpoint.load(model.path)
+    ckpt = Checkpoint.load(model.paths[0])
     cfg = ckpt.model_config
+    metrics = ckpt.metrics
+    if model.is_ensemble:
+        metrics = json.loads(ensemble_metrics_path(model).read_text(encoding="utf-8"))["metrics"]
     return {
         "name": model.name,
         "kind": model.kind,
@@ -174,11 +233,12 @@ def model_listing(model: BundledModel) -> dict[str, Any]:
         "task": ckpt.task.type,
         "targets": list(ckpt.task.target_names),
         "dataset": ckpt.data.dataset,
-        "metrics": ckpt.metrics,
+        "metrics": metrics,
         "steps": ckpt.step,
         "architecture": f"{cfg['norm']}norm Graphormer, {cfg['num_layers']} layers x {cfg['hidden_dim']}, "
-                        f"{cfg['vocab']} vocabulary",
-        "size_bytes": model.path.stat().st_size,
-        "checkpoint": str(model.path),
+                        f"{cfg['vocab']} vocabulary" + (f"; an ensemble of {len(model.paths)}" if model.is_ensemble
+                                                         else ""),
+        "size_bytes": sum(p.stat().st_size for p in model.paths),
+        "checkpoints": [str(p) for p in model.paths],
         "card": str(model.card_path),
     }

@@ -66,7 +66,7 @@ FORMAT_VERSION = 2
 _V1_MODEL_DEFAULTS = {"first_cls_norm": None, "readout": "cls"}
 
 __all__ = ["Checkpoint", "CheckpointError", "DataProvenance", "FeaturizerSpec", "TaskSpec", "FORMAT_VERSION",
-           "save_checkpoint"]
+           "check_ensemble", "save_checkpoint"]
 
 
 class CheckpointError(MolsepnormError, ValueError):
@@ -173,7 +173,9 @@ class Checkpoint:
         about once, here.
 
         Raises:
-            UnknownModelError: ``spec`` is neither a file nor a bundled model name.
+            UnknownModelError: ``spec`` is neither a file nor a bundled model name, or names a
+                bundled ensemble (several files: load one of its members, or use
+                :class:`~molsepnorm.predict.Predictor` / ``evaluate``, which take the ensemble).
             CheckpointError: the file is truncated or corrupt, holds objects other than
                 tensors and plain data, or is not a molsepnorm checkpoint of a version this
                 package reads.  The message names the file.
@@ -301,6 +303,23 @@ class Checkpoint:
             f"  model norm={m.get('norm')} layers={m.get('num_layers')} hidden={m.get('hidden_dim')} "
             f"vocab={m.get('vocab')}",
         ])
+
+
+def check_ensemble(checkpoints: "list[Checkpoint]") -> None:
+    """Check that checkpoints can form an ensemble (their predictions averaged): the same
+    atom vocabulary, task and targets.
+
+    Raises:
+        MolsepnormError: two that differ; the message names both and what differs.
+    """
+    first = checkpoints[0]
+    for other in checkpoints[1:]:
+        for what, a, b in (("vocab", first.featurizer.vocab, other.featurizer.vocab),
+                           ("task", first.task.type, other.task.type),
+                           ("target names", list(first.task.target_names), list(other.task.target_names))):
+            if a != b:
+                raise MolsepnormError(f"cannot ensemble {first.name} and {other.name}: different {what} "
+                                      f"({a!r} vs {b!r})")
 
 
 # --- the file ------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
 
 
 @click.command("evaluate")
-@model_option(required=True)
+@model_option(multiple=True, required=True, help_extra=" Several: an ensemble, scored on the mean of their "
+                                                       "predictions, as predict averages them.")
 @part_option()
 @dataset_options(required=False)
 @click.option("--batch-size", type=click.IntRange(min=1), default=library_default(_EVALUATE, "batch_size"),
@@ -20,10 +21,10 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
 @device_option(default=library_default(_EVALUATE, "device"))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Also write the metrics as JSON to this file ('-' for stdout only).")
-def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional[str], smiles_column: Optional[str],
-             target_columns: Optional[str], id_column: Optional[str], split_by: Optional[str],
-             split_seed: Optional[int], vocab: Optional[str], on_invalid: Optional[str], batch_size: int, device: str,
-             json_path: Optional[str]) -> None:
+def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_root: Optional[str],
+             smiles_column: Optional[str], target_columns: Optional[str], id_column: Optional[str],
+             split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str], on_invalid: Optional[str],
+             batch_size: int, device: str, json_path: Optional[str]) -> None:
     """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
 
     Without --dataset, the data set the model was trained on, split as in training.
@@ -32,6 +33,7 @@ def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional
     Examples:
       molsepnorm evaluate --model runs/zinc/best.pt --split test --json test.json
       molsepnorm evaluate --model tpsa-nci-small --split test
+      molsepnorm evaluate -m runs/a/best.pt -m runs/b/best.pt --split test
     """
     from molsepnorm._json import jsonable
     from molsepnorm.cli.options import dataset_kwargs
@@ -42,7 +44,7 @@ def evaluate(model: str, split: str, dataset: Optional[str], data_root: Optional
     options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, id_column=id_column,
                              on_invalid=on_invalid)
     try:
-        report = evaluate_checkpoint(model, dataset=dataset, split=split, data_root=data_root,
+        report = evaluate_checkpoint(list(models), dataset=dataset, split=split, data_root=data_root,
                                      options=options or None, batch_size=batch_size, device=device)
     except MolsepnormError as err:
         raise click.ClickException(str(err)) from err

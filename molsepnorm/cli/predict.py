@@ -138,7 +138,8 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
 
 
 @click.command("embed")
-@model_option(help_extra=" Default: the default bundled model.")
+@model_option(help_extra=" Default: the default bundled model (an ensemble's first member: "
+                         "embeddings come from one model).")
 @click.option("--out", "-o", default=None,
               help="Output .npz (default: <input stem>.embeddings.npz beside the input).")
 @_input_options
@@ -153,11 +154,12 @@ def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Option
     outside the model's training data, '' when it does not), ok; and the model's name.
     Read it with numpy.load(path).
     """
+    from molsepnorm.checkpoint.bundled import default_embedding_model
     from molsepnorm.predict.pipeline import embed_file
 
     def action() -> Any:
-        predictor = _load_predictor((model,) if model else (), device, batch_size, threads, max_atoms,
-                                    applicability)
+        predictor = _load_predictor((model or str(default_embedding_model()),), device, batch_size, threads,
+                                    max_atoms, applicability)
         return embed_file(predictor, input_path, out=out, fmt=fmt, smiles_column=smiles_column,
                           id_column=id_column, strict=strict, chunk_size=chunk_size, progress=_progress(progress),
                           workers=workers)

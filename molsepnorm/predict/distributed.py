@@ -279,8 +279,7 @@ def _prepare_out_dir(out: Path) -> Path:
 
 
 def _model_paths(models: Union[PathLike, Sequence[PathLike], None]) -> list[Path]:
-    from molsepnorm.checkpoint import DEFAULT_MODEL
-    from molsepnorm.checkpoint.bundled import resolve_model
+    from molsepnorm.checkpoint import DEFAULT_MODEL, resolve_models
 
     if models is None:
         specs: list[PathLike] = [DEFAULT_MODEL]
@@ -288,7 +287,7 @@ def _model_paths(models: Union[PathLike, Sequence[PathLike], None]) -> list[Path
         specs = [models]
     else:
         specs = list(models) or [DEFAULT_MODEL]
-    return [resolve_model(spec) for spec in specs]
+    return [path for spec in specs for path in resolve_models(spec)]
 
 
 def _check_models(paths: list[Path]) -> list[str]:

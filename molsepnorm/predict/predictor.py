@@ -156,7 +156,8 @@ class Predictor:
 
         Args:
             models: ``best.pt`` paths or bundled model names (``molsepnorm models``), as
-                arguments or one list; none: the default bundled model.
+                arguments or one list; none: the default bundled model.  A bundled
+                ensemble brings all its members.
             device: ``cpu``, ``cuda`` or ``auto``.
             batch_size, max_tokens, max_atoms, applicability: see the class.
 
@@ -165,17 +166,20 @@ class Predictor:
             CheckpointError: an unreadable or foreign checkpoint.
             MolsepnormError: ensemble members that predict different things.
         """
-        from molsepnorm.checkpoint import DEFAULT_MODEL, Checkpoint
+        from molsepnorm.checkpoint import DEFAULT_MODEL, Checkpoint, resolve_models
         from molsepnorm.inference import Runner, resolve_device
 
         if len(models) == 1 and isinstance(models[0], (list, tuple)):
             models = tuple(models[0])  # Predictor.load(["a.pt", "b.pt"]) as well as load("a.pt", "b.pt")
         members = []
         for spec in list(models) or [DEFAULT_MODEL]:
-            checkpoint = Checkpoint.load(spec)
-            runner = Runner.from_checkpoint(checkpoint)
-            checkpoint.state_dict = {}  # the model holds the weights now
-            members.append(Member(checkpoint, runner))
+            paths = resolve_models(spec)  # a bundled ensemble: every member
+            for i, path in enumerate(paths):
+                checkpoint = Checkpoint.load(path)
+                checkpoint.source = str(spec) if len(paths) == 1 else f"{spec} (member {i + 1}: {path.name})"
+                runner = Runner.from_checkpoint(checkpoint)
+                checkpoint.state_dict = {}  # the model holds the weights now
+                members.append(Member(checkpoint, runner))
         return cls(members, device=resolve_device(device), batch_size=batch_size, max_tokens=max_tokens,
                    max_atoms=max_atoms, applicability=applicability)
 
@@ -282,7 +286,9 @@ class Predictor:
                       source: Optional[str] = None, workers: int = 0) -> Iterator[ChunkResult]:
         """Embeddings of ``records`` chunk by chunk (a single model only)."""
         if self.is_ensemble:
-            raise MolsepnormError("embeddings come from one model: give a single --model, not an ensemble")
+            raise MolsepnormError(f"embeddings come from one model, and this is an ensemble of {len(self.members)} ("
+                                  f"{'; '.join(m.source for m in self.members)}): give one checkpoint file (a bundled "
+                                  f"ensemble's member files are listed by `molsepnorm models`)")
         return self._chunks(records, chunk_size, strict, source, workers, embed=True)
 
     def check_predicts(self) -> None:
@@ -432,10 +438,6 @@ def _domains(members: Sequence[Member]) -> list[Any]:
 
 
 def _check_compatible(members: Sequence[Member]) -> None:
-    first = members[0]
-    for m in members[1:]:
-        for what in ("vocab", "task", "target_names"):
-            if getattr(m, what) != getattr(first, what):
-                raise MolsepnormError(
-                    f"cannot ensemble {first.source} and {m.source}: different {what.replace('_', ' ')} "
-                    f"({getattr(first, what)!r} vs {getattr(m, what)!r})")
+    from molsepnorm.checkpoint import check_ensemble
+
+    check_ensemble([m.checkpoint for m in members])

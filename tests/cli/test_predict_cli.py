@@ -106,7 +106,7 @@ def test_stdin_to_stdout():
                                 input="CCO a\nC1CC b\n")
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
-    assert lines[0] == "id,smiles,HIV_active,error,warning" and len(lines) == 3
+    assert lines[0] == "id,smiles,HIV_active,HIV_active_std,error,warning" and len(lines) == 3  # an ensemble
     assert lines[1].startswith("a,CCO,") and lines[2].startswith("b,C1CC,,")
 
 
@@ -148,6 +148,23 @@ def test_embed_writes_npz(mixed: Path, tmp_path: Path):
     bad.write_text("C1CC\n")
     result = invoke(embed, [str(bad), "--out", str(tmp_path / "b.npz")])
     assert result.exit_code == 1 and f"{bad}: no record could be predicted" in result.output
+
+
+def test_embed_takes_one_model_and_says_so_for_an_ensemble(mixed: Path, tmp_path: Path):
+    from molsepnorm.checkpoint.bundled import BUNDLED, DEFAULT_MODEL
+
+    default = BUNDLED[DEFAULT_MODEL]
+    if not default.is_ensemble:
+        pytest.skip("the default model is one checkpoint")
+    out = tmp_path / "default.npz"
+    result = invoke(embed, [str(mixed), "--out", str(out)])  # no --model: the default's first member
+    assert result.exit_code == 0, result.output
+    with np.load(out) as npz:
+        assert str(npz["model"]) == str(default.paths[0]) and npz["embeddings"].shape[0] == 5
+    result = invoke(embed, [str(mixed), "--model", DEFAULT_MODEL, "--out", str(tmp_path / "all.npz")])
+    assert result.exit_code == 1 and "embeddings come from one model" in result.output
+    assert all(path.name in result.output for path in default.paths)  # what to give instead
+    assert not (tmp_path / "all.npz").exists()
 
 
 def test_warning_column_and_npz_array(tmp_path: Path):

@@ -75,6 +75,29 @@ def test_evaluate_prints_test_mae_and_writes_json(trained, tmp_path):
     assert json.loads(only_json.stdout)["split"] == "val"
 
 
+def test_evaluate_scores_an_ensemble_on_the_mean_prediction_as_predict_makes_it(trained):
+    from sklearn.metrics import mean_absolute_error
+
+    from molsepnorm.checkpoint import Checkpoint, checkpoint_data
+    from molsepnorm.predict import Predictor
+
+    run, _ = trained
+    members = [str(run / "best.pt"), str(run / "last.pt")]  # two different weights of one run's data
+    result = CliRunner().invoke(evaluate, ["-m", members[0], "-m", members[1], "--split", "test", "--json", "-"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["members"] == members and report["checkpoint"] == ", ".join(members)
+    _, splits = checkpoint_data(Checkpoint.load(members[0]), None, "test")
+    test = splits.split_indices["test"]
+    smiles = [splits.smiles[int(i)] for i in test]
+    frame = Predictor.load(members).predict(smiles)
+    truth = torch.cat([g.y for g in splits.test]).view(-1).numpy()
+    assert frame["tpsa_std"].min() > 0  # the two members differ
+    assert report["metrics"]["mae"] == pytest.approx(mean_absolute_error(truth, frame["tpsa"]), rel=1e-5)
+    single = json.loads(CliRunner().invoke(evaluate, ["-m", members[0], "--split", "test", "--json", "-"]).stdout)
+    assert single["metrics"]["mae"] != pytest.approx(report["metrics"]["mae"], rel=1e-6)
+
+
 def test_evaluate_refuses_missing_and_hostile_checkpoints(tmp_path):
     result = CliRunner().invoke(evaluate, ["--model", str(tmp_path / "nope.pt")])
     assert result.exit_code == 1 and "nope.pt" in result.output

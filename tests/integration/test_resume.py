@@ -25,9 +25,15 @@ TINY = REPO / "configs" / "tiny.yaml"
 TIMING = {"epoch_seconds", "eval_seconds", "graphs_per_second"}
 
 
+#: what train_args gives: 240 training molecules in batches of 32
+STEPS_PER_EPOCH = 8
+#: the epochs of the long runs of the random-moment kill test
+LONG_EPOCHS = 8
+
+
 def train_args(csv: Path, out: Path) -> list[str]:
-    # 240 training molecules in batches of 32: 8 steps per epoch, 32 in all; last.pt every 3 steps and at
-    # every epoch's end
+    # 240 training molecules in batches of 32: STEPS_PER_EPOCH steps per epoch, 32 in all; last.pt every 3
+    # steps and at every epoch's end
     return ["--config", str(TINY), "--dataset", str(csv), "--epochs", "4", "--batch-size", "32", "--seed", "7",
             "--batching", "random", "--checkpoint-every", "3", "--checkpoint-seconds", "0", "--threads", "1",
             "--no-progress", "--out", str(out)]
@@ -352,10 +358,10 @@ def _kill_at_random_moments(csv: Path, full: Path, run: Path, kills: int, seed: 
     kill before the first step on a slow, shared CI host).
     """
     rng = random.Random(seed)
-    steps_in_run = 8 * 8  # 8 epochs of 8 steps
+    steps_in_run = LONG_EPOCHS * STEPS_PER_EPOCH
     targets = sorted(rng.sample(range(1, steps_in_run - 4), kills))
     seen = []
-    args = long_args(csv, run, epochs=8)
+    args = long_args(csv, run, epochs=LONG_EPOCHS)
     for k, target in enumerate(targets):
         after = max(target, seen[-1]["step"] + 1 if seen else 0)
         proc = subprocess.Popen(cli(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -387,7 +393,7 @@ def _kill_at_random_moments(csv: Path, full: Path, run: Path, kills: int, seed: 
 def reference_run_8_epochs(reference_run, tmp_path_factory):
     csv, _ = reference_run
     full = tmp_path_factory.mktemp("reference8") / "full"
-    run_ok(long_args(csv, full, epochs=8))
+    run_ok(long_args(csv, full, epochs=LONG_EPOCHS))
     return csv, full
 
 

@@ -13,35 +13,47 @@ from rdkit.Chem import rdMolDescriptors
 
 from molsepnorm.checkpoint import Checkpoint, CheckpointError
 from molsepnorm.checkpoint.bundled import BUNDLED, CLASSIFICATION_ENCODERS, DEFAULT_ENCODERS, DEFAULT_MODEL, \
-    UnknownModelError, bundled_models, default_encoder, model_listing, resolve_model
+    UnknownModelError, bundled_models, default_encoder, ensemble_metrics_path, \
+    model_listing, resolve_model, resolve_models
 
 REPO = Path(__file__).resolve().parents[3]
 MODELS = [m for m in BUNDLED.values() if m.kind == "model"]
 ENCODERS = [m for m in BUNDLED.values() if m.kind == "encoder"]
+ENSEMBLES = [m for m in MODELS if m.is_ensemble]
+#: every shipped checkpoint file: (model, file)
+FILES = [(m, path) for m in BUNDLED.values() for path in m.paths]
+FILE_IDS = [path.name for _, path in FILES]
+#: every checkpoint that predicts: (model, file), an ensemble's members each
+MODEL_FILES = [(m, path) for m, path in FILES if m.kind == "model"]
 
 
-@pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
-def test_bundled_files_are_there_and_small(model):
-    assert model.path.is_file() and model.card_path.is_file()
-    assert model.path.stat().st_size < 2 * 1024 * 1024
-    assert model.path.parent.name == "models" and model.path.parent.parent.name == "molsepnorm"
+@pytest.mark.parametrize("model, path", FILES, ids=FILE_IDS)
+def test_bundled_files_are_there_and_small(model, path):
+    assert path.is_file() and model.card_path.is_file() and model.preset_path.is_file()
+    assert path.stat().st_size < 2 * 1024 * 1024
+    assert path.parent.name == "models" and path.parent.parent.name == "molsepnorm"
 
 
-@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
-def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model):
-    ckpt = Checkpoint.load(model.path)
+@pytest.mark.parametrize("model, path", MODEL_FILES, ids=[p.name for _, p in MODEL_FILES])
+def test_checkpoint_is_a_best_pt_of_molsepnorm_train(model, path):
+    ckpt = Checkpoint.load(path)
     assert ckpt.kind == "best" and ckpt.training_state is None
-    assert set(ckpt.metrics) - {"companion"} == {"val", "test"}
+    assert set(ckpt.metrics) - {"companion", "averaged_epochs"} == {"val", "test"}
     if "companion" in ckpt.metrics:  # fitted by molsepnorm.train.add_companion (the card says how)
         assert all(ckpt.metrics["companion"]["fitted"].values()) and ckpt.model_config["companion_bits"] > 0
     # the preset beside the card is the one the checkpoint was trained with
-    preset = yaml.safe_load(model.path.with_suffix(".yaml").read_text())
+    preset = yaml.safe_load(model.preset_path.read_text())
     assert ckpt.data.dataset == preset["data"]["dataset"]
+    if model.is_ensemble:  # the members differ by seed alone, which the card gives (--seed S)
+        assert "seed" not in preset["train"]
     for key, value in preset["model"].items():
         assert ckpt.model_config[key] == value, key
     for key, value in preset["train"].items():
         if key not in ckpt.config["train"]:  # an option newer than the model: checked below
             assert key in BEFORE_THE_OPTION, key
+            continue
+        if key == "init" and value in BUNDLED:  # fine-tuned from a bundled encoder, by name
+            assert ckpt.config["train"]["init"] == value and BUNDLED[value].kind == "encoder"
             continue
         if key == "init":  # fine-tuned: the encoder's run directory, committed under docs/ with the same name
             used = Path(ckpt.config["train"]["init"])
@@ -70,19 +82,19 @@ BEFORE_THE_OPTION = {"init": "none", "companion": "none", "average_best": 1}
 FROM_THE_DATA = ("atom_dims", "bond_dims", "num_tasks")
 
 
-@pytest.mark.parametrize("model", list(BUNDLED.values()), ids=list(BUNDLED))
-def test_card_states_the_shipped_file_size_and_sha256(model):
+@pytest.mark.parametrize("model, path", FILES, ids=FILE_IDS)
+def test_card_states_the_shipped_file_size_and_sha256(model, path):
     card = " ".join(model.card_path.read_text(encoding="utf-8").split())  # lines joined
-    found = re.search(rf"`molsepnorm/models/{re.escape(model.path.name)}`, ([\d,]+) bytes, sha256 `([0-9a-f]{{64}})`", card)
+    found = re.search(rf"`molsepnorm/models/{re.escape(path.name)}`, ([\d,]+) bytes, sha256 `([0-9a-f]{{64}})`", card)
     assert found, "the card's 'ships inside the package' line"
-    assert int(found.group(1).replace(",", "")) == model.path.stat().st_size
-    assert found.group(2) == hashlib.sha256(model.path.read_bytes()).hexdigest()
+    assert int(found.group(1).replace(",", "")) == path.stat().st_size
+    assert found.group(2) == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
-def test_card_records_command_seed_and_the_checkpoint_metrics(model):
+@pytest.mark.parametrize("model, path", MODEL_FILES, ids=[p.name for _, p in MODEL_FILES])
+def test_card_records_command_seed_and_the_checkpoint_metrics(model, path):
     card = model.card_path.read_text(encoding="utf-8")
-    ckpt = Checkpoint.load(model.path)
+    ckpt = Checkpoint.load(path)
     assert f"`{model.name}`" in card
     assert f"molsepnorm train --config molsepnorm/models/{model.name}.yaml" in card
     assert re.search(rf"seed {ckpt.config['train']['seed']}\b", card)
@@ -96,12 +108,12 @@ def test_card_records_command_seed_and_the_checkpoint_metrics(model):
 
 @pytest.mark.parametrize("encoder", ENCODERS, ids=[m.name for m in ENCODERS])
 def test_bundled_encoder_is_a_pretrain_encoder_pt_with_its_preset_and_card(encoder):
-    ckpt = Checkpoint.load(encoder.path)
+    ckpt = Checkpoint.load(resolve_model(encoder.name))
     assert ckpt.kind == "encoder" and ckpt.task.type == "pretrained" and ckpt.training_state is None
-    preset = yaml.safe_load(encoder.path.with_suffix(".yaml").read_text())
+    preset = yaml.safe_load(encoder.preset_path.read_text())
     from molsepnorm.pretrain.api import saved_config
 
-    saved = saved_config(ckpt.config, str(encoder.path))  # as a resume reads it (no motif_weight: off)
+    saved = saved_config(ckpt.config, str(resolve_model(encoder.name)))  # as a resume reads it (no motif_weight: off)
     for key, value in preset["pretrain"].items():
         assert getattr(saved.pretrain, key) == value, key
     for key, value in preset["corpus"].items():
@@ -125,7 +137,7 @@ def test_the_default_start_of_training_is_a_bundled_encoder_of_its_vocabulary_an
     assert name == (CLASSIFICATION_ENCODERS.get(vocab, DEFAULT_ENCODERS[vocab]) if task == "binary"
                     else DEFAULT_ENCODERS[vocab])
     encoder = BUNDLED[name]
-    ckpt = Checkpoint.load(encoder.path)
+    ckpt = Checkpoint.load(name)
     assert encoder.kind == "encoder" and ckpt.featurizer.vocab == vocab
     default = GraphormerConfig().to_dict()  # what train.init auto needs to pick it for a default run
     architecture = {k: v for k, v in ckpt.model_config.items() if k not in OWN_KEYS + DATA_KEYS}
@@ -144,10 +156,11 @@ def test_bundled_model_predicts_tpsa_of_known_drugs(bundled_predictor):
 
 def test_registry_and_resolution(tmp_path: Path):
     assert bundled_models()[0].name == DEFAULT_MODEL
-    assert resolve_model(DEFAULT_MODEL) == BUNDLED[DEFAULT_MODEL].path
+    assert resolve_models(DEFAULT_MODEL) == BUNDLED[DEFAULT_MODEL].paths
+    assert resolve_model("tpsa-nci-small") == BUNDLED["tpsa-nci-small"].paths[0]
     local = tmp_path / DEFAULT_MODEL  # a file of that name wins over the bundled model
     local.write_bytes(b"x")
-    assert resolve_model(local) == local
+    assert resolve_model(local) == local and resolve_models(local) == [local]
     with pytest.raises(UnknownModelError, match="bundled: tpsa-nci-small, hiv-activity"):
         resolve_model("nope")
     with pytest.raises(CheckpointError, match=r"checkpoint not found: .*nope\.pt.*bundled model"):
@@ -161,9 +174,46 @@ def test_registry_and_resolution(tmp_path: Path):
     assert listing["metrics"]["test"]["mae"] < 2
 
 
+@pytest.mark.parametrize("model", ENSEMBLES, ids=[m.name for m in ENSEMBLES])
+def test_a_bundled_ensemble_is_its_members_everywhere_and_one_model_nowhere(model):
+    """predict takes every member; whatever reads one model refuses the name, naming the files;
+    the listing's metrics are the ensemble's own, recorded for exactly the shipped files."""
+    import json
+
+    from molsepnorm.predict import Predictor
+
+    with pytest.raises(UnknownModelError, match=rf"ensemble of {len(model.paths)} models.*{model.paths[0].name}"):
+        Checkpoint.load(model.name)
+    predictor = Predictor.load(model.name)
+    assert predictor.is_ensemble and len(predictor.members) == len(model.paths)
+    assert [m.source for m in predictor.members] == [f"{model.name} (member {i + 1}: {p.name})"
+                                                      for i, p in enumerate(model.paths)]
+    frame = predictor.predict(["CCO", "c1ccccc1O"])
+    for target in predictor.target_names:
+        assert (frame[f"{target}_std"] > 0).all()  # different seeds, different predictions
+    record = json.loads(ensemble_metrics_path(model).read_text(encoding="utf-8"))
+    assert [(m["file"], m["sha256"]) for m in record["members"]] == \
+        [(p.name, hashlib.sha256(p.read_bytes()).hexdigest()) for p in model.paths]
+    seeds = [Checkpoint.load(p).config["train"]["seed"] for p in model.paths]
+    assert [m["seed"] for m in record["members"]] == seeds and len(set(seeds)) == len(seeds)
+    listing = model_listing(model)
+    assert listing["metrics"] == record["metrics"] and listing["checkpoints"] == [str(p) for p in model.paths]
+    assert listing["size_bytes"] == sum(p.stat().st_size for p in model.paths)
+    card = " ".join(model.card_path.read_text(encoding="utf-8").split())
+    for split in ("val", "test"):  # the card states the ensemble's metrics as recorded
+        key = "rocauc" if predictor.task == "binary" else "mae"
+        assert f"{record['metrics'][split][key]:.4f}" in card, split
+    for seed in seeds:
+        assert f"molsepnorm train --config molsepnorm/models/{model.name}.yaml --seed {seed}" in card
+
+
+
 def test_bundled_hiv_model_ranks_the_molhiv_test_split_as_its_card_says(data_root):
     """Predicting from the SMILES of molhiv's scaffold test split reproduces the ROC-AUC
-    the checkpoint records (OGB's Evaluator on OGB's graphs): same featurization, no leak."""
+    recorded for the ensemble (``evaluate``: OGB's Evaluator on OGB's graphs): same
+    featurization, the same mean of the members, no leak."""
+    import json
+
     import torch
     from sklearn.metrics import roc_auc_score
 
@@ -180,6 +230,7 @@ def test_bundled_hiv_model_ranks_the_molhiv_test_split_as_its_card_says(data_roo
     assert len(frame) == len(smiles) == 4_113 and failed.sum() == 2
     assert frame["error"][failed].str.contains("valence").all() and np.isnan(probability[failed]).all()
     assert ((probability[~failed] > 0) & (probability[~failed] < 1)).all()
-    recorded = Checkpoint.load("hiv-activity").metrics["test"]["rocauc"]  # on OGB's graphs, all 4,113
+    record = json.loads(ensemble_metrics_path(BUNDLED["hiv-activity"]).read_text(encoding="utf-8"))
+    recorded = record["metrics"]["test"]["rocauc"]  # on OGB's graphs, all 4,113
     assert roc_auc_score(active[~failed], probability[~failed]) == pytest.approx(recorded, abs=2e-3)
     assert recorded > 0.7
