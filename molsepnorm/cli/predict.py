@@ -192,6 +192,8 @@ def models(as_json: bool) -> None:
                 figures = ", ".join(f"{k} {v:.4g}" for k, v in values.items() if isinstance(v, (int, float)))
                 click.echo(f"  {split}: {figures}")
         click.echo(f"  {entry['architecture']}; {entry['size_bytes'] / 1024:.0f} KiB")
+        if len(entry["checkpoints"]) > 1:  # what embed, analyze and train --init take instead of the name
+            click.echo("  members: " + ", ".join(entry["checkpoints"]))
         click.echo(f"  model card: {entry['card']}")
 
 

@@ -23,3 +23,6 @@ def test_models_lists_every_bundled_model_and_how_to_use_an_encoder():
     for name in encoders:
         assert f"fine-tune it with molsepnorm train --init {name}" in text.output
     assert f"{DEFAULT_MODEL}  (default)" in text.output and "test: mae" in text.output
+    for model in BUNDLED.values():  # an ensemble names its member files, which single-model verbs take
+        assert listing[model.name]["checkpoints"] == [str(p) for p in model.paths]
+        assert ("  members: " + ", ".join(str(p) for p in model.paths) in text.output) == model.is_ensemble
