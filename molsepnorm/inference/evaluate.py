@@ -50,15 +50,16 @@ def evaluate_checkpoint(
     checkpoints = [Checkpoint.load(path) for path in paths]
     check_ensemble(checkpoints)
     checkpoint = checkpoints[0]
-    trained_on = {(c.data.dataset, repr(sorted((c.data.options or {}).items()))) for c in checkpoints}
-    if dataset is None and len(trained_on) > 1:
+    same_split = all(c.data.dataset == checkpoint.data.dataset and dict(c.data.options) == dict(checkpoint.data.options)
+                     for c in checkpoints[1:])
+    if dataset is None and not same_split:
         warnings.warn(f"the ensemble's members were trained on different data; scoring it on {checkpoint.name}'s "
                       f"({checkpoint.data.dataset}); give dataset= to choose", UserWarning, stacklevel=2)
     data, splits = checkpoint_data(checkpoint, dataset, split, data_root, options)
     runners = [Runner.from_checkpoint(c, resolve_device(device)) for c in checkpoints]
     out = run(runners, data, batch_size=batch_size)
     task = checkpoint.task
-    metrics = compute_metrics(task.type, out.targets, out.values.mean(axis=0), task.target_names,
+    metrics = compute_metrics(task.type, out.targets, out.mean(), task.target_names,
                               dataset=splits.name)
     return {"checkpoint": ", ".join(str(s) for s in specs), "members": [str(p) for p in paths],
             "dataset": splits.name, "split": split, "num_molecules": len(data), "task": task.type,

@@ -69,10 +69,11 @@ class Runner:
 
     @classmethod
     def from_checkpoint(cls, checkpoint: "Checkpoint", device: Union[str, torch.device] = "cpu") -> "Runner":
-        """The checkpoint's model on ``device``, eval mode; bf16 on CUDA."""
-        device = torch.device(device)
-        model = checkpoint.build_model().to(device)
-        return cls(model, checkpoint.task.type, checkpoint.target_scaling, bf16=device.type == "cuda")
+        """The checkpoint's model on ``device``, in float32 on every device, so that
+        ``evaluate`` scores exactly what ``predict`` writes (training's validation runs in
+        the training precision instead)."""
+        model = checkpoint.build_model().to(torch.device(device))
+        return cls(model, checkpoint.task.type, checkpoint.target_scaling)
 
     @property
     def device(self) -> torch.device:
@@ -112,6 +113,16 @@ class RunOutput:
 
     values: np.ndarray
     targets: np.ndarray
+
+    def mean(self) -> np.ndarray:
+        """``(M, W)``: the runners' mean per graph, the prediction of an ensemble (of one
+        runner: its own values)."""
+        return self.values.mean(axis=0)
+
+    def std(self) -> np.ndarray:
+        """``(M, W)``: the runners' (population) standard deviation per graph, the spread an
+        ensemble reports beside its mean."""
+        return self.values.std(axis=0)
 
 
 def run(

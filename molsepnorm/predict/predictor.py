@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from molsepnorm.checkpoint import Checkpoint
     from molsepnorm.inference import Runner
+    from molsepnorm.inference.runner import RunOutput
 
 PathLike = Union[str, os.PathLike]
 
@@ -331,20 +332,20 @@ class Predictor:
         values = np.full((len(chunk), width), np.nan)
         std = np.full((len(chunk), width), np.nan) if self.is_ensemble and not embed else None
         if graphs:
-            out = self._forward(graphs, embed)  # (members, n_ok, width)
+            out = self._forward(graphs, embed)
             rows = np.asarray(positions)
-            values[rows] = out.mean(axis=0)
+            values[rows] = out.mean()
             if std is not None:
-                std[rows] = out.std(axis=0)
+                std[rows] = out.std()
         return ChunkResult(chunk, smiles, values, std, errors, [f.warning for f in featurized])
 
-    def _forward(self, graphs: list[Any], embed: bool) -> np.ndarray:
-        """Outputs of every member for ``graphs``, in their order: ``(members, n, width)``."""
+    def _forward(self, graphs: list[Any], embed: bool) -> "RunOutput":
+        """Outputs of every member for ``graphs`` (embeddings: the first member's), in their order."""
         from molsepnorm.inference.runner import run
 
         members = self.members[:1] if embed else self.members
         return run([m.runner for m in members], graphs, embed=embed, batch_size=self.batch_size,
-                   max_tokens=self.max_tokens).values
+                   max_tokens=self.max_tokens)
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -114,6 +114,10 @@ def test_a_bf16_gpu_run_reloads_and_predicts_on_a_cpu(tmp_path, write_tpsa_csv):
     assert np.isfinite(b).all()
     np.testing.assert_allclose(b, a, rtol=0.02, atol=0.02 * np.abs(a).max())
 
+    # evaluate on the GPU scores what predict writes there (both fp32), not a bf16 variant of it
+    on_gpu_report = evaluate_checkpoint(run / "best.pt", split="test", device="cuda")
+    assert on_gpu_report["metrics"]["mae"] == pytest.approx(report["metrics"]["mae"], rel=1e-3)
+
 
 def test_resume_on_cuda_continues_the_gpu_dropout_stream(tmp_path, interrupt_training, write_tpsa_csv):
     """Interrupted at step 7 (last.pt at step 6) and resumed: the same losses and metrics as

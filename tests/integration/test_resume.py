@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -309,13 +310,20 @@ def reference_run(tmp_path_factory, write_tpsa_csv):
     return csv, tmp / "full"
 
 
-def _kill_cases() -> list[tuple[str, int, str, float]]:
+#: The kills of the default run: each moment of a write once, both files; the other three
+#: (target, moment) pairs run under ``-m slow`` (the same save function writes both files).
+DEFAULT_KILLS = {("last.pt", "mid-write"), ("best.pt", "before-rename"), ("last.pt", "after-rename")}
+
+
+def _kill_cases() -> list[Any]:
     rng = random.Random(20261122)  # fixed: the same cases every run
     cases = []
     for target, writes in (("last.pt", 13), ("best.pt", 2)):
         for mode in ("mid-write", "before-rename", "after-rename"):
             first = 2 if target == "last.pt" else 1  # killed in the very first last.pt write: nothing to resume
-            cases.append((target, rng.randint(first, writes), mode, round(rng.uniform(0.05, 0.95), 2)))
+            case = (target, rng.randint(first, writes), mode, round(rng.uniform(0.05, 0.95), 2))
+            marks = () if (target, mode) in DEFAULT_KILLS else (pytest.mark.slow,)
+            cases.append(pytest.param(*case, marks=marks))
     return cases
 
 

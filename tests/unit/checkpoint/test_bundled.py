@@ -156,7 +156,9 @@ def test_bundled_model_predicts_tpsa_of_known_drugs(bundled_predictor):
 
 def test_registry_and_resolution(tmp_path: Path):
     assert bundled_models()[0].name == DEFAULT_MODEL
-    assert resolve_models(DEFAULT_MODEL) == BUNDLED[DEFAULT_MODEL].paths
+    members = resolve_models(DEFAULT_MODEL)  # the default is an ensemble: every member file, in seed order
+    assert [p.name for p in members] == [f"{DEFAULT_MODEL}-seed{i}.pt" for i in range(3)]
+    assert all(p.is_file() and p.parent == Path(bundled_models()[0].card_path).parent for p in members)
     assert resolve_model("tpsa-nci-small") == BUNDLED["tpsa-nci-small"].paths[0]
     local = tmp_path / DEFAULT_MODEL  # a file of that name wins over the bundled model
     local.write_bytes(b"x")
@@ -197,7 +199,9 @@ def test_a_bundled_ensemble_is_its_members_everywhere_and_one_model_nowhere(mode
     seeds = [Checkpoint.load(p).config["train"]["seed"] for p in model.paths]
     assert [m["seed"] for m in record["members"]] == seeds and len(set(seeds)) == len(seeds)
     listing = model_listing(model)
-    assert listing["metrics"] == record["metrics"] and listing["checkpoints"] == [str(p) for p in model.paths]
+    # the listing reports the ensemble's own figures, not those its first member's file carries
+    assert listing["metrics"] == record["metrics"] != Checkpoint.load(model.paths[0]).metrics
+    assert listing["checkpoints"] == [str(p) for p in model.paths]
     assert listing["size_bytes"] == sum(p.stat().st_size for p in model.paths)
     card = " ".join(model.card_path.read_text(encoding="utf-8").split())
     for split in ("val", "test"):  # the card states the ensemble's metrics as recorded
