@@ -4,7 +4,8 @@ On nci-tpsa with 10 % of its labels the regression companion (ridge on the raw c
 every atom's radius-0 environment with its feature values, the variant training picks
 there) takes the whole prediction in both arms, so the encoder never reaches it; half its
 error lies on the few test molecules with an environment no training molecule has
-(docs/pretraining.md, "Where the linear model's error lies"). This script asks whether the
+(docs/pretraining.md, "Where the pretraining issue's goals stand", the paragraph on where the
+linear model's error lies). This script asks whether the
 encoder's *atom* representations, summed over each molecule, help that linear model: a
 sum of per-atom vectors is additive like TPSA, and an encoder pretrained on other molecules
 may place an unseen environment near seen ones.
