@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Optional
 
 import click
@@ -53,7 +54,12 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
         click.echo(text)
         return
     click.echo(f"{report['checkpoint']} on {report['dataset']} {split} ({report['num_molecules']:,} molecules)")
-    click.echo(summary_table({split: report["metrics"]}))
+    rows = {split: report["metrics"]}
+    if len(report["members"]) > 1:  # an ensemble: each member's own figures below its mean's
+        rows = {f"{split} (ensemble)": report["metrics"]}
+        rows.update((f"  member {i + 1}: {os.path.basename(member)}", metrics)
+                    for i, (member, metrics) in enumerate(zip(report["members"], report["member_metrics"])))
+    click.echo(summary_table(rows))
     if len(report["target_names"]) > 1:
         for name in report["target_names"]:
             per = {k.split("/", 1)[0]: v for k, v in report["metrics"].items() if k.endswith("/" + name)}

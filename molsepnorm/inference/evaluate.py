@@ -33,7 +33,8 @@ def evaluate_checkpoint(
 
     Returns:
         ``{"checkpoint", "members", "dataset", "split", "num_molecules", "task", "target_names",
-        "metrics"}``; ``members``: the checkpoint file of every model scored.
+        "metrics", "member_metrics"}``; ``members``: the checkpoint file of every model scored;
+        ``member_metrics``: each member's own metrics, in that order (one model: ``[metrics]``).
 
     Raises:
         MolsepnormError: ensemble members that predict different things (as ``predict``).
@@ -59,8 +60,9 @@ def evaluate_checkpoint(
     runners = [Runner.from_checkpoint(c, resolve_device(device)) for c in checkpoints]
     out = run(runners, data, batch_size=batch_size)
     task = checkpoint.task
-    metrics = compute_metrics(task.type, out.targets, out.mean(), task.target_names,
-                              dataset=splits.name)
+    metrics = compute_metrics(task.type, out.targets, out.mean(), task.target_names, dataset=splits.name)
+    member_metrics = [metrics] if len(runners) == 1 else [
+        compute_metrics(task.type, out.targets, values, task.target_names, dataset=splits.name) for values in out.values]
     return {"checkpoint": ", ".join(str(s) for s in specs), "members": [str(p) for p in paths],
             "dataset": splits.name, "split": split, "num_molecules": len(data), "task": task.type,
-            "target_names": list(task.target_names), "metrics": metrics}
+            "target_names": list(task.target_names), "metrics": metrics, "member_metrics": member_metrics}

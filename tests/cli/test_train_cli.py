@@ -96,6 +96,14 @@ def test_evaluate_scores_an_ensemble_on_the_mean_prediction_as_predict_makes_it(
     assert report["metrics"]["mae"] == pytest.approx(mean_absolute_error(truth, frame["tpsa"]), rel=1e-5)
     single = json.loads(CliRunner().invoke(evaluate, ["-m", members[0], "--split", "test", "--json", "-"]).stdout)
     assert single["metrics"]["mae"] != pytest.approx(report["metrics"]["mae"], rel=1e-6)
+    # each member's own figures come along, in order; the printed table shows them under the mean
+    assert single["member_metrics"] == [single["metrics"]]
+    assert report["member_metrics"][0]["mae"] == pytest.approx(single["metrics"]["mae"], rel=1e-9)
+    assert report["member_metrics"][1]["mae"] != pytest.approx(single["metrics"]["mae"], rel=1e-6)
+    printed = CliRunner().invoke(evaluate, ["-m", members[0], "-m", members[1], "--split", "test"])
+    assert printed.exit_code == 0, printed.output
+    assert "test (ensemble)" in printed.stdout and "member 2: last.pt" in printed.stdout
+    assert f"{report['member_metrics'][1]['mae']:.4f}" in printed.stdout
 
 
 def test_evaluate_refuses_missing_and_hostile_checkpoints(tmp_path):
