@@ -16,7 +16,8 @@ features the per-molecule sum of either the input atom embeddings (atom and degr
 encodings) or the final atom states, times a scale chosen on the validation split, fits
 the same ridge (penalty ``1e-5`` per molecule on standardized targets) on the training
 molecules and reports validation and test MAE, on all molecules and on those with a novel
-environment. Nothing is trained.
+environment. Nothing is trained. The summed input embeddings are a linear function of the
+counts the linear model already reads, so they cannot gain: they check the plumbing.
 
     python scripts/encoder_contributions.py --encoder molhiv-encoder --random-seeds 0 1 2 \\
         --out docs/pretraining/encoder-contributions-nci-tpsa-10pct.json

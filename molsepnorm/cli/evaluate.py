@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Optional
 
 import click
@@ -57,7 +56,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
     rows = {split: report["metrics"]}
     if len(report["members"]) > 1:  # an ensemble: each member's own figures below its mean's
         rows = {f"{split} (ensemble)": report["metrics"]}
-        rows.update((f"  member {i + 1}: {os.path.basename(member)}", metrics)
+        rows.update((f"  member {i + 1}: {member}", metrics)
                     for i, (member, metrics) in enumerate(zip(report["members"], report["member_metrics"])))
     click.echo(summary_table(rows))
     if len(report["target_names"]) > 1:

@@ -123,9 +123,12 @@ def part_option(default: str = "test") -> Callable:
                         help="Which part of the data set: train, val, test or all.")
 
 
-def device_option(default: Optional[str] = None) -> Callable:
+def device_option(default: Optional[str] = None, training: bool = False) -> Callable:
+    """``--device``; ``training``: the command trains, under bf16 autocast on CUDA by default
+    (the config's ``precision``); inference runs in float32 on every device."""
+    precision = "bf16 autocast unless the config sets precision: fp32" if training else "float32"
     return click.option("--device", type=DEVICE, default=default, show_default=default is not None,
-                        help="cpu, cuda (bf16 autocast) or auto (cuda when available).")
+                        help=f"cpu, cuda ({precision}) or auto (cuda when available).")
 
 
 def dataset_kwargs(

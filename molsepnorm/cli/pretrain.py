@@ -103,7 +103,7 @@ _OVERRIDES = {
 @click.option("--seed", type=int, default=None, help="Random seed (weights, batch order, masks, dropout).")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run directory to create (default: runs/pretrain-<corpus>-<objective>-seed<N>-<time>).")
-@device_option()
+@device_option(training=True)
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
               help="Continue the interrupted run in this directory from its last.pt.")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,

@@ -96,7 +96,7 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
 @click.option("--seed", type=int, default=None, help="Random seed (weights, batches, dropout).")
 @click.option("--out", "-o", type=click.Path(file_okay=False), default=None,
               help="Run directory to create (default: runs/<data set>-<norm>-seed<N>-<time>).")
-@device_option()
+@device_option(training=True)
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
               help="Continue the interrupted run in this directory from its last.pt.")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,

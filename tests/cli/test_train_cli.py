@@ -102,8 +102,27 @@ def test_evaluate_scores_an_ensemble_on_the_mean_prediction_as_predict_makes_it(
     assert report["member_metrics"][1]["mae"] != pytest.approx(single["metrics"]["mae"], rel=1e-6)
     printed = CliRunner().invoke(evaluate, ["-m", members[0], "-m", members[1], "--split", "test"])
     assert printed.exit_code == 0, printed.output
-    assert "test (ensemble)" in printed.stdout and "member 2: last.pt" in printed.stdout
+    assert "test (ensemble)" in printed.stdout and f"member 2: {members[1]}" in printed.stdout
     assert f"{report['member_metrics'][1]['mae']:.4f}" in printed.stdout
+
+
+def test_evaluate_warns_when_an_ensembles_members_were_trained_on_different_data(trained, tmp_path):
+    import dataclasses
+    import warnings
+
+    from molsepnorm.checkpoint import Checkpoint
+    from molsepnorm.inference import evaluate_checkpoint
+
+    run, _ = trained
+    other = Checkpoint.load(run / "last.pt")
+    other.data = dataclasses.replace(  # another split of the same file
+        other.data, options={**other.data.options, "seed": int(other.data.options.get("seed", 0)) + 1})
+    other.save(tmp_path / "other-split.pt")
+    with pytest.warns(UserWarning, match="trained on different data"):
+        evaluate_checkpoint([run / "best.pt", tmp_path / "other-split.pt"], split="test")
+    with warnings.catch_warnings():  # the same data: no warning
+        warnings.simplefilter("error", UserWarning)
+        evaluate_checkpoint([run / "best.pt", run / "last.pt"], split="test")
 
 
 def test_evaluate_refuses_missing_and_hostile_checkpoints(tmp_path):

@@ -114,9 +114,17 @@ def test_a_bf16_gpu_run_reloads_and_predicts_on_a_cpu(tmp_path, write_tpsa_csv):
     assert np.isfinite(b).all()
     np.testing.assert_allclose(b, a, rtol=0.02, atol=0.02 * np.abs(a).max())
 
-    # evaluate on the GPU scores what predict writes there (both fp32), not a bf16 variant of it
+    # evaluate on the GPU scores what predict writes there: both fp32, not a bf16 variant of it
+    from molsepnorm.checkpoint import checkpoint_data
+    from molsepnorm.inference import Runner
+
+    assert Runner.from_checkpoint(Checkpoint.load(run / "best.pt"), "cuda").bf16 is False
     on_gpu_report = evaluate_checkpoint(run / "best.pt", split="test", device="cuda")
-    assert on_gpu_report["metrics"]["mae"] == pytest.approx(report["metrics"]["mae"], rel=1e-3)
+    _, splits = checkpoint_data(Checkpoint.load(run / "best.pt"), None, "test")
+    test_smiles = [splits.smiles[int(i)] for i in splits.split_indices["test"]]
+    truth = torch.cat([g.y for g in splits.test]).view(-1).numpy()
+    predicted = Predictor.load(run / "best.pt", device="cuda").predict(test_smiles)["tpsa"].to_numpy(float)
+    assert on_gpu_report["metrics"]["mae"] == pytest.approx(float(np.abs(predicted - truth).mean()), rel=1e-5)
 
 
 def test_resume_on_cuda_continues_the_gpu_dropout_stream(tmp_path, interrupt_training, write_tpsa_csv):
