@@ -16,9 +16,10 @@ from molsepnorm.cli.options import INPUT_FORMAT, device_option, model_option
 from molsepnorm.predict.featurizing import MAX_ATOMS
 from molsepnorm.predict.predictor import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE
 
-#: torch threads when ``--threads`` is not given: featurization (single-threaded Python)
-#: is most of a prediction's time and the model's small matrices gain little from more
-#: threads, which slow it down on a busy machine (docs/benchmarks.md, "Results, 2 threads").
+#: torch threads when ``--threads`` is not given: the model's small matrices gain little
+#: from more threads, which slow it down on a busy machine; a featurization worker on an
+#: idle core gains more (docs/benchmarks.md, "Results, 2 threads" and "Predicting with the
+#: default model").
 DEFAULT_THREADS = 1
 
 
@@ -37,7 +38,8 @@ def _input_options(func: Callable) -> Callable:
         click.option("--chunk-size", type=click.IntRange(min=1), default=DEFAULT_CHUNK_SIZE, show_default=True,
                      help="Records read, featurized and written at a time (bounds memory)."),
         click.option("--threads", type=click.IntRange(min=1), default=None,
-                     help=f"CPU threads for torch (default {DEFAULT_THREADS}: featurization dominates)."),
+                     help=f"CPU threads for torch (default {DEFAULT_THREADS}; on an idle machine --workers 1 "
+                          "gains more than a second thread)."),
         click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Featurize in N worker processes while the model runs (0: in this process). "
                           "For large files on a machine with idle cores; slower on a busy one."),
