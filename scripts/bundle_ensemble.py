@@ -8,7 +8,8 @@ their data set's validation and test splits with
 :func:`molsepnorm.inference.evaluate.evaluate_checkpoint`, and only then copies them to the
 member files the registry names (in its order) and writes ``<name>.metrics.json`` beside
 them: the ensemble's metrics (what ``molsepnorm models`` lists; no member checkpoint holds
-them), each member's file, sha256, seed and own metrics, and the command.
+them), each member's file, sha256, seed, its own metrics scored in the same evaluation
+(``scored``) and those its training run recorded (``metrics``), and the command.
 
     python scripts/bundle_ensemble.py hiv-activity runs/hiv-s0/run/best.pt runs/hiv-s1/run/best.pt \\
         runs/hiv-s2/run/best.pt
@@ -25,6 +26,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,9 +71,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{source}: " + "; ".join(problems))
     start = time.perf_counter()
     metrics, sizes, dataset = {}, {}, ""
+    scored: list[dict[str, Any]] = [{} for _ in sources]  # each member's own figures, scored beside the mean
     for split in ("val", "test"):
         report = evaluate_checkpoint([str(s) for s in sources], split=split, data_root=args.data_root)
         metrics[split], sizes[split], dataset = report["metrics"], report["num_molecules"], report["dataset"]
+        for own, member_metrics in zip(scored, report["member_metrics"]):
+            own[split] = member_metrics
         print(f"{args.name} on {dataset} {split} ({report['num_molecules']:,} molecules): "
               + ", ".join(f"{k} {v:.4f}" for k, v in report["metrics"].items() if isinstance(v, float)))
     seconds = time.perf_counter() - start
@@ -79,11 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copyfile(source, path)
         print(f"{source} -> {path}")
     members = []
-    for path in model.paths:
+    for path, own in zip(model.paths, scored):
         checkpoint = Checkpoint.load(path)
         members.append({"file": path.name, "bytes": path.stat().st_size,
                         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-                        "seed": checkpoint.config["train"]["seed"], "metrics": checkpoint.metrics})
+                        "seed": checkpoint.config["train"]["seed"], "scored": own,
+                        "metrics": checkpoint.metrics})  # "metrics": what its training run recorded
     record = {
         "name": args.name,
         "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),

@@ -196,6 +196,10 @@ def test_a_bundled_ensemble_is_its_members_everywhere_and_one_model_nowhere(mode
     record = json.loads(ensemble_metrics_path(model).read_text(encoding="utf-8"))
     assert [(m["file"], m["sha256"]) for m in record["members"]] == \
         [(p.name, hashlib.sha256(p.read_bytes()).hexdigest()) for p in model.paths]
+    for member in record["members"]:  # scored beside the mean as its training run scored it
+        for split in ("val", "test"):
+            for name, value in member["scored"][split].items():
+                assert value == pytest.approx(member["metrics"][split][name], rel=1e-6), (member["file"], split, name)
     seeds = [Checkpoint.load(p).config["train"]["seed"] for p in model.paths]
     assert [m["seed"] for m in record["members"]] == seeds and len(set(seeds)) == len(seeds)
     listing = model_listing(model)
