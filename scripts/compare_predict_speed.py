@@ -14,8 +14,9 @@ each command runs in a fresh process, one after another, ``--repeats`` times, an
 time is recorded (start-up, model loading, featurization, the model, writing the CSV):
 
 * ``chemprop predict -i in.csv -s smiles --model-paths RUN -o out.csv``;
-* ``molsepnorm predict in.csv`` with the default model (``hiv-activity``, three members);
-* the same with ``--workers 1`` (featurization in a second process);
+* ``molsepnorm predict in.csv`` with the default model (``hiv-activity``, three members)
+  and the default ``--workers auto`` (on two or more CPUs, featurization in a second process);
+* the same with ``--workers 0`` (featurization in the model's process);
 * ``molsepnorm predict in.csv -m <one member's .pt>``: one model, as chemprop's default is.
 
 No thread setting is passed to either tool: each runs as it does by default (molsepnorm
@@ -85,7 +86,7 @@ def main() -> None:
             "chemprop (one model)": [args.chemprop, "predict", "-i", str(source), "-s", "smiles",
                                      "--model-paths", str(work / "chemprop-run"), "-o", str(work / "chemprop.csv")],
             "molsepnorm, hiv-activity (default, 3 members)": ours + ["--out", str(work / "ours.csv")],
-            "molsepnorm, hiv-activity, --workers 1": ours + ["--workers", "1", "--out", str(work / "ours-w1.csv")],
+            "molsepnorm, hiv-activity, --workers 0": ours + ["--workers", "0", "--out", str(work / "ours-w0.csv")],
             "molsepnorm, one member": ours + ["-m", member, "--out", str(work / "ours-one.csv")],
         }
         rows: list[dict[str, Any]] = []

@@ -8,12 +8,12 @@ arguments (a missing file or column, an unknown model, an output over the input)
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import click
 
 from molsepnorm.cli.options import INPUT_FORMAT, device_option, model_option
-from molsepnorm.predict.featurizing import MAX_ATOMS
+from molsepnorm.predict.featurizing import AUTO_WORKERS_MIN_BYTES, MAX_ATOMS
 from molsepnorm.predict.predictor import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE
 
 #: torch threads when ``--threads`` is not given: the model's small matrices gain little
@@ -21,6 +21,24 @@ from molsepnorm.predict.predictor import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE
 #: idle core gains more (docs/benchmarks.md, "Results, 2 threads" and "Predicting with the
 #: default model").
 DEFAULT_THREADS = 1
+
+
+class _Workers(click.ParamType):
+    """``--workers``: a number >= 0 or ``auto``
+    (:func:`~molsepnorm.predict.featurizing.resolve_workers`)."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            return value
+        text = str(value).strip()
+        if text.isdigit():
+            return int(text)
+        self.fail(f"{value!r} is not a number >= 0 or 'auto'", param, ctx)
+
+
+WORKERS = _Workers()
 
 
 def _input_options(func: Callable) -> Callable:
@@ -40,9 +58,10 @@ def _input_options(func: Callable) -> Callable:
         click.option("--threads", type=click.IntRange(min=1), default=None,
                      help=f"CPU threads for torch (default {DEFAULT_THREADS}; on an idle machine --workers 1 "
                           "gains more than a second thread)."),
-        click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
-                     help="Featurize in N worker processes while the model runs (0: in this process). "
-                          "For large files on a machine with idle cores; slower on a busy one."),
+        click.option("--workers", type=WORKERS, default="auto", show_default=True,
+                     help="Featurize in N worker processes while the model runs (0: in this process); "
+                          f"auto: one for a file of {AUTO_WORKERS_MIN_BYTES // 1024} KiB or more when two or "
+                          "more CPUs are usable, else none."),
         click.option("--max-atoms", type=click.IntRange(min=1), default=MAX_ATOMS, show_default=True,
                      help="Largest molecule predicted (heavy atoms); larger ones get a row with the reason."),
         click.option("--applicability/--no-applicability", default=True, show_default=True,
@@ -105,7 +124,7 @@ def _finish(summary: Any, input_path: str) -> None:
 @_input_options
 def predict(input_path: str, models: tuple[str, ...], out: Optional[str], preview: int, fmt: Optional[str],
             smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
-            threads: Optional[int], workers: int, max_atoms: int, applicability: bool, device: str, strict: bool,
+            threads: Optional[int], workers: Union[int, str], max_atoms: int, applicability: bool, device: str, strict: bool,
             progress: Optional[bool]) -> None:
     """Predict the properties of every molecule of INPUT (.smi, .csv, .tsv, .sdf, .gz, or - for stdin).
 
@@ -147,7 +166,7 @@ def predict(input_path: str, models: tuple[str, ...], out: Optional[str], previe
 @_input_options
 def embed(input_path: str, model: Optional[str], out: Optional[str], fmt: Optional[str],
           smiles_column: Optional[str], id_column: Optional[str], batch_size: int, chunk_size: int,
-          threads: Optional[int], workers: int, max_atoms: int, applicability: bool, device: str, strict: bool,
+          threads: Optional[int], workers: Union[int, str], max_atoms: int, applicability: bool, device: str, strict: bool,
           progress: Optional[bool]) -> None:
     """Graph-token embeddings (after the final norm) of every molecule of INPUT, as an .npz.
 

@@ -5,19 +5,22 @@ Python and a large share of the time per molecule of a prediction with the bundl
 on one thread (``scripts/benchmark.py`` parts a and c; figures in ``docs/benchmarks.md``).
 With ``workers > 0`` each chunk is split among worker processes while the calling process
 runs the model on the previous chunk; at most two chunks are in flight, so memory stays
-bounded.  A worker takes featurization off the main process, a gain when cores are idle;
-on a machine whose cores are already busy with other work the wall time gets worse, hence
-the default of 0 (figures in ``docs/benchmarks.md``).
+bounded.  A worker takes featurization off the main process: with two cores one worker
+is the fastest setting measured, even beside other jobs; two workers on two cores are
+slower (figures in ``docs/benchmarks.md``).
 
-Workers are started with ``spawn`` (torch and OpenMP do not survive ``fork`` reliably):
-a few seconds once, and a script that uses them from the Python API needs the usual
-``if __name__ == "__main__":`` guard.
+Workers are started with ``spawn`` (torch and OpenMP do not survive ``fork`` reliably),
+so a script that uses them from the Python API needs the usual ``if __name__ ==
+"__main__":`` guard: the library's functions default to no worker, and ``molsepnorm
+predict`` / ``embed``, entry points that have the guard, to ``"auto"``
+(:func:`resolve_workers`).
 """
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 from molsepnorm.errors import InvalidMoleculeError
 from molsepnorm.predict.readers import Record
@@ -95,6 +98,41 @@ def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
             chunk = []
     if chunk:
         yield chunk
+
+
+#: ``workers="auto"`` starts a worker only for an input file of at least this many bytes
+#: (about 1,400 SMILES): below, the whole file is about one chunk and there is nothing to overlap.
+AUTO_WORKERS_MIN_BYTES = 64 * 1024
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS tells it, else all)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def resolve_workers(workers: Union[int, str], input_path: Any = None) -> int:
+    """The featurization worker processes to start: a number as given, or for ``"auto"`` one
+    when this process may use two or more CPUs and ``input_path`` is a file of at least
+    :data:`AUTO_WORKERS_MIN_BYTES` (the model runs on one core, featurization on the other:
+    docs/benchmarks.md, "Predicting with the default model"), else none (standard input, a
+    small file, one CPU).
+
+    Raises:
+        ValueError: neither ``"auto"`` nor a number >= 0.
+    """
+    if workers == "auto":
+        if input_path is None or str(input_path) == "-" or usable_cpus() < 2:
+            return 0
+        try:
+            return 1 if os.path.getsize(input_path) >= AUTO_WORKERS_MIN_BYTES else 0
+        except OSError:
+            return 0
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be 'auto' or a number >= 0, got {workers!r}")
+    return workers
 
 
 def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int, workers: int = 0,

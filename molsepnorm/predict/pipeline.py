@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from molsepnorm.predict.featurizing import resolve_workers
 from molsepnorm.predict.predictor import DEFAULT_CHUNK_SIZE, ChunkResult, Predictor, prediction_frame
 from molsepnorm.predict.readers import STDIN, RecordReader, output_stem
 from molsepnorm.predict.writer import STDOUT, EmbeddingWriter, PredictionWriter, check_output_path
@@ -68,7 +69,7 @@ def predict_file(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: bool = False,
     preview_rows: int = 0,
-    workers: int = 0,
+    workers: Union[int, str] = 0,
     stdin: Any = None,
     stdout: Any = None,
 ) -> RunSummary:
@@ -82,7 +83,9 @@ def predict_file(
         chunk_size: records held in memory at once.
         progress: a progress bar on stderr.
         preview_rows: keep the first rows as a DataFrame in the summary.
-        workers: featurize in this many worker processes (0: in this process).
+        workers: featurize in this many worker processes (0: in this process), or ``"auto"``
+            (:func:`~molsepnorm.predict.featurizing.resolve_workers`: one for a large file on a
+            machine with two or more CPUs, the CLI's default).
 
     Raises:
         InputFormatError, OutputPathError, FileNotFoundError: unusable arguments.
@@ -97,7 +100,7 @@ def predict_file(
         with writer, _Progress(reader, progress) as bar:
             start = time.perf_counter()
             for chunk in predictor.predict_records(reader, chunk_size, strict=strict, source=reader.source,
-                                                   workers=workers):
+                                                   workers=resolve_workers(workers, input_path)):
                 writer.write(chunk)
                 _count(summary, chunk, bar)
                 if len(frames) < preview_rows:
@@ -120,7 +123,7 @@ def embed_file(
     strict: bool = False,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     progress: bool = False,
-    workers: int = 0,
+    workers: Union[int, str] = 0,
     stdin: Any = None,
 ) -> RunSummary:
     """Graph-token embeddings of every record of ``input_path`` into an ``.npz``
@@ -139,7 +142,7 @@ def embed_file(
         with writer, _Progress(reader, progress) as bar:
             start = time.perf_counter()
             for chunk in predictor.embed_records(reader, chunk_size, strict=strict, source=reader.source,
-                                                 workers=workers):
+                                                 workers=resolve_workers(workers, input_path)):
                 writer.write(chunk)
                 _count(summary, chunk, bar)
             summary.seconds = time.perf_counter() - start

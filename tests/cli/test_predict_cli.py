@@ -101,6 +101,41 @@ def test_missing_input_and_missing_csv_column_exit_2(tmp_path: Path):
     assert pd.read_csv(tmp_path / "o.csv")["id"].tolist() == ["e"]
 
 
+def test_a_large_file_is_featurized_beside_the_model_by_default_with_the_same_output(tmp_path: Path, monkeypatch):
+    """``--workers auto`` (the default) starts one featurization process for a file of 64 KiB
+    or more when two CPUs are usable; the output is byte for byte that of ``--workers 0``."""
+    from rdkit import RDConfig
+
+    from molsepnorm.predict import featurizing, predictor
+
+    lines, size = [], 0  # real SMILES, RDKit's NCI file, up to the size auto reacts to
+    for line in (Path(RDConfig.RDDataDir) / "NCI" / "first_5K.smi").read_text().splitlines():
+        lines.append(line)
+        size += len(line) + 1
+        if size >= featurizing.AUTO_WORKERS_MIN_BYTES:
+            break
+    src = tmp_path / "large.smi"
+    src.write_text("\n".join(lines) + "\n")
+    assert src.stat().st_size >= featurizing.AUTO_WORKERS_MIN_BYTES
+    started = []
+    real = predictor.featurized_chunks
+
+    def spy(records, vocab, chunk_size, workers=0, *args, **kwargs):
+        started.append(workers)
+        return real(records, vocab, chunk_size, workers, *args, **kwargs)
+
+    monkeypatch.setattr(featurizing, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(predictor, "featurized_chunks", spy)
+    default = invoke(predict, [str(src), "-m", "tpsa-nci-small", "--out", str(tmp_path / "auto.csv")])
+    inline = invoke(predict, [str(src), "-m", "tpsa-nci-small", "--workers", "0", "--out", str(tmp_path / "inline.csv")])
+    assert default.exit_code == 0 and inline.exit_code == 0, default.output + inline.output
+    assert started == [1, 0]
+    assert (tmp_path / "auto.csv").read_bytes() == (tmp_path / "inline.csv").read_bytes()
+    assert len(pd.read_csv(tmp_path / "auto.csv")) == len(lines)
+    refused = invoke(predict, [str(src), "--workers", "some"])
+    assert refused.exit_code == 2 and "is not a number >= 0 or 'auto'" in refused.output
+
+
 def test_stdin_to_stdout():
     result = CliRunner().invoke(predict, ["-", "--out", "-", "--threads", "1", "--no-progress"],
                                 input="CCO a\nC1CC b\n")
