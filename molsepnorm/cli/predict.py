@@ -56,8 +56,8 @@ def _input_options(func: Callable) -> Callable:
         click.option("--chunk-size", type=click.IntRange(min=1), default=DEFAULT_CHUNK_SIZE, show_default=True,
                      help="Records read, featurized and written at a time (bounds memory)."),
         click.option("--threads", type=click.IntRange(min=1), default=None,
-                     help=f"CPU threads for torch (default {DEFAULT_THREADS}; on an idle machine --workers 1 "
-                          "gains more than a second thread)."),
+                     help=f"CPU threads for torch (default {DEFAULT_THREADS}: a featurization worker, see "
+                          "--workers, gains more than a second thread)."),
         click.option("--workers", type=WORKERS, default="auto", show_default=True,
                      help="Featurize in N worker processes while the model runs (0: in this process); "
                           f"auto: one for a file of {AUTO_WORKERS_MIN_BYTES // 1024} KiB or more when two or "
