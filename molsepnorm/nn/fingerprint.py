@@ -81,8 +81,17 @@ def substructure_counts(batch, bits: int, radius: int, properties: bool = False)
         bits: number of buckets.
         radius: largest radius R; identifiers of radius 0..R are counted.
         properties: also count each atom's F feature values one by one (column and value).
+
+    The counts depend on the batch alone, so they are kept on the batch object, outside its
+    fields (a copy made by ``GraphBatch.to`` starts without them): the members of an
+    ensemble, which share each batch (:func:`molsepnorm.inference.runner.run`), hash it once.
     """
-    return _bucket_counts([ident for _, ident in _identifiers(batch, radius, properties)], batch.node_mask, bits)
+    memo = batch.__dict__.setdefault("_substructure_counts", {}) if hasattr(batch, "__dict__") else {}
+    key = (bits, radius, properties)
+    if key not in memo:
+        memo[key] = _bucket_counts([ident for _, ident in _identifiers(batch, radius, properties)],
+                                   batch.node_mask, bits)
+    return memo[key]
 
 
 def substructure_count_groups(batch, bits: int, radius: int, properties: bool = False) -> dict[str, Tensor]:

@@ -142,3 +142,19 @@ def test_weights_written_without_a_companion_load_as_an_unfitted_one():
     partial = {**plain.state_dict(), "companion.coef": torch.zeros(BITS, 1)}
     with pytest.raises(RuntimeError, match="companion.intercept"):
         with_companion.load_state_dict(partial)
+
+
+def test_a_batch_is_hashed_once_per_kind_of_count_and_a_copy_starts_afresh(monkeypatch):
+    """An ensemble's members share each batch: the second member reads the first one's counts."""
+    import molsepnorm.nn.fingerprint as fingerprint
+
+    calls = []
+    real = fingerprint._identifiers
+    monkeypatch.setattr(fingerprint, "_identifiers", lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
+    batch = batch_of("CCO", "c1ccccc1C(=O)O", hops=2)
+    first = substructure_counts(batch, BITS, 2)
+    assert substructure_counts(batch, BITS, 2) is first and len(calls) == 1
+    other = substructure_counts(batch, BITS, 1, properties=True)  # another kind: hashed on its own
+    assert len(calls) == 2 and not torch.equal(other, first)
+    copy = batch.to("cpu")  # a new batch object: nothing carried over
+    assert torch.equal(substructure_counts(copy, BITS, 2), first) and len(calls) == 3
