@@ -82,17 +82,18 @@ def main() -> None:
 
         member = str(resolve_models("hiv-activity")[0])
         ours = [args.ours_python, "-m", "molsepnorm", "predict", str(source), "--no-progress", "--preview", "0"]
-        commands = {
-            "chemprop (one model)": [args.chemprop, "predict", "-i", str(source), "-s", "smiles",
-                                     "--model-paths", str(work / "chemprop-run"), "-o", str(work / "chemprop.csv")],
-            "molsepnorm, hiv-activity (default, 3 members)": ours + ["--out", str(work / "ours.csv")],
-            "molsepnorm, hiv-activity, --workers 0": ours + ["--workers", "0", "--out", str(work / "ours-w0.csv")],
-            "molsepnorm, one member": ours + ["-m", member, "--out", str(work / "ours-one.csv")],
+        outputs = {name: work / f"{name}.csv" for name in ("chemprop", "ours", "ours-w0", "ours-one")}
+        commands = {  # name: (command, the CSV it writes)
+            "chemprop (one model)": ([args.chemprop, "predict", "-i", str(source), "-s", "smiles", "--model-paths",
+                                      str(work / "chemprop-run"), "-o", str(outputs["chemprop"])], outputs["chemprop"]),
+            "molsepnorm, hiv-activity (default, 3 members)": (ours + ["--out", str(outputs["ours"])], outputs["ours"]),
+            "molsepnorm, hiv-activity, --workers 0": (ours + ["--workers", "0", "--out", str(outputs["ours-w0"])],
+                                                      outputs["ours-w0"]),
+            "molsepnorm, one member": (ours + ["-m", member, "--out", str(outputs["ours-one"])], outputs["ours-one"]),
         }
         rows: list[dict[str, Any]] = []
-        for name, command in commands.items():
+        for name, (command, output) in commands.items():
             seconds = [run(command, work / "predict.log", env) for _ in range(args.repeats)]
-            output = Path(command[command.index("-o" if "-o" in command else "--out") + 1])
             written = len(pd.read_csv(output))
             if written != args.n:
                 raise SystemExit(f"{name}: {written} rows for {args.n} inputs")

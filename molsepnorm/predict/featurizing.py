@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 from molsepnorm.errors import InvalidMoleculeError
-from molsepnorm.predict.readers import Record
+from molsepnorm.predict.readers import STDIN, Record
 
 
 @dataclass
@@ -124,7 +124,7 @@ def resolve_workers(workers: Union[int, str], input_path: Any = None) -> int:
         ValueError: neither ``"auto"`` nor a number >= 0.
     """
     if workers == "auto":
-        if input_path is None or str(input_path) == "-" or usable_cpus() < 2:
+        if input_path is None or str(input_path) == STDIN or usable_cpus() < 2:
             return 0
         try:
             return 1 if os.path.getsize(input_path) >= AUTO_WORKERS_MIN_BYTES else 0
