@@ -18,8 +18,9 @@ from molsepnorm.predict.predictor import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE
 
 #: torch threads when ``--threads`` is not given: the model's small matrices gain little
 #: from more threads, which slow it down on a busy machine; a featurization worker on an
-#: idle core gains more (docs/benchmarks.md, "Results, 2 threads" and "Predicting with the
-#: default model").
+#: idle core gains more, and an ensemble's members run side by side on the CPUs that
+#: torch's threads leave free (docs/benchmarks.md, "Results, 2 threads", "Predicting with
+#: the default model" and "The members of an ensemble in threads").
 DEFAULT_THREADS = 1
 
 
@@ -56,8 +57,9 @@ def _input_options(func: Callable) -> Callable:
         click.option("--chunk-size", type=click.IntRange(min=1), default=DEFAULT_CHUNK_SIZE, show_default=True,
                      help="Records read, featurized and written at a time (bounds memory)."),
         click.option("--threads", type=click.IntRange(min=1), default=None,
-                     help=f"CPU threads for torch (default {DEFAULT_THREADS}: a featurization worker, see "
-                          "--workers, gains more than a second thread)."),
+                     help=f"CPU threads for torch in each model (default {DEFAULT_THREADS}: a featurization "
+                          "worker, see --workers, gains more than a second thread, and the members of an "
+                          "ensemble run side by side on the CPUs these threads leave free)."),
         click.option("--workers", type=WORKERS, default="auto", show_default=True,
                      help="Featurize in N worker processes while the model runs (0: in this process); "
                           f"auto: one for a file of {AUTO_WORKERS_MIN_BYTES // 1024} KiB or more when two or "

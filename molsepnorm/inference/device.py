@@ -1,8 +1,9 @@
-"""Where a model runs: the device names every verb accepts, and the process settings for
-long inference on a CPU."""
+"""Where a model runs: the device names every verb accepts, the CPUs a process may use,
+and the process settings for long inference on a CPU."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+import os
+from typing import TYPE_CHECKING, Optional, Union
 
 if TYPE_CHECKING:
     import torch
@@ -58,3 +59,32 @@ def inference_process_settings(threads: Optional[int] = None) -> None:
     if threads is not None:
         torch.set_num_threads(threads)
     torch.backends.mkldnn.enabled = False
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS tells it, else all)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def resolve_member_threads(requested: Union[int, str], members: int, device: "torch.device") -> int:
+    """How many models of an ensemble run a batch at the same time, each in its own thread:
+    at most ``members``, a number as given, or for ``"auto"`` on a CPU as many as fit
+    beside torch's intra-op threads (:func:`usable_cpus` // ``torch.get_num_threads()``), so
+    the CPUs are filled but not oversubscribed; one on a GPU, where the members' kernels
+    queue on one stream anyway.
+
+    Raises:
+        ValueError: neither ``"auto"`` nor a number >= 1.
+    """
+    import torch
+
+    if requested == "auto":
+        if torch.device(device).type != "cpu":
+            return 1
+        requested = max(1, usable_cpus() // max(1, torch.get_num_threads()))
+    elif isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        raise ValueError(f"member_threads must be 'auto' or a number >= 1, got {requested!r}")
+    return max(1, min(requested, members))

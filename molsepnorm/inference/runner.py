@@ -8,6 +8,13 @@ a sequence of graphs (a data set split, or featurized molecules) in size-sorted 
 (:func:`molsepnorm.data.sampler.size_batches`), in eval mode under
 :func:`torch.inference_mode`, and returns one row per graph in input order.
 
+An ensemble's members can run each batch at the same time, one thread each
+(``member_threads``; PyTorch's kernels release the GIL): on a CPU whose cores torch's
+intra-op threads leave idle, the three members of the default model then share the cores
+instead of taking turns on one (figures in docs/benchmarks.md, "The members of an ensemble
+in threads").  Each member computes exactly what it computes alone, in the same order, so
+the outputs are the same to the bit.
+
 Validation during training, ``evaluate``, ``predict``, ``embed`` and ``analyze`` all go
 through here.  In eval mode BatchNorm (the graph token's norm in SepNorm) uses its running
 statistics, so a molecule's output does not depend on its batch-mates or on the batching.
@@ -15,6 +22,8 @@ statistics, so a molecule's output does not depend on its batch-mates or on the 
 from __future__ import annotations
 
 import contextlib
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
@@ -135,6 +144,7 @@ def run(
     num_workers: int = 0,
     shard: tuple[int, int] = (0, 1),
     gather: Optional[Callable[[list[Any]], list[list[Any]]]] = None,
+    member_threads: Union[int, str] = "auto",
 ) -> RunOutput:
     """Outputs of every runner on every graph, batched by size.
 
@@ -151,6 +161,11 @@ def run(
         shard: ``(rank, world_size)``: this process runs batches ``rank, rank + world_size, ...``
             (distributed evaluation); ``gather`` must then collect every rank's rows.
         gather: ``parts -> [parts of rank 0, parts of rank 1, ...]`` (e.g. an all-gather).
+        member_threads: runners that run a batch at the same time, each in a thread of its
+            own, or ``"auto"``
+            (:func:`~molsepnorm.inference.device.resolve_member_threads`: on a CPU as many
+            as the CPUs that torch's threads leave free; one runner alone always runs in
+            this thread).
 
     Returns:
         A :class:`RunOutput`; a graph nobody ran (impossible when the shards cover all
@@ -161,6 +176,7 @@ def run(
     from molsepnorm.data.collate import GraphCollator
     from molsepnorm.data.columns import num_atoms
     from molsepnorm.data.sampler import size_batches
+    from molsepnorm.inference.device import resolve_member_threads
 
     if not runners:
         raise ValueError("run needs at least one runner")
@@ -179,18 +195,30 @@ def run(
     loader = DataLoader(graphs, batch_sampler=batches, collate_fn=collate,
                         num_workers=num_workers, generator=generator)
     device = runners[0].device
+    threads = resolve_member_threads(member_threads, len(runners), device)
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="molsepnorm-member") if threads > 1 else None
     modes = [r.model.training for r in runners]
     parts: list[tuple[list[int], np.ndarray, Optional[np.ndarray]]] = []
+    # with a pool, the members of the next batch start while this batch's last ones finish
+    in_flight: deque[tuple[list[int], list[Future], Optional[np.ndarray]]] = deque()
     try:
         for r in runners:
             r.model.eval()
         with torch.inference_mode():
             for idx, batch in zip(batches, loader):
                 batch = batch.to(device, non_blocking=True)
-                out = np.stack([r(batch, embed=embed).double().cpu().numpy() for r in runners])  # (R, B, W)
                 y = batch.y.double().cpu().numpy() if batch.y is not None else None
-                parts.append((idx, out, y))
+                if pool is None:
+                    parts.append((idx, np.stack([_outputs(r, batch, embed) for r in runners]), y))  # (R, B, W)
+                    continue
+                in_flight.append((idx, [pool.submit(_outputs, r, batch, embed) for r in runners], y))
+                if len(in_flight) > 1:
+                    parts.append(_collect(in_flight.popleft()))
+            while in_flight:
+                parts.append(_collect(in_flight.popleft()))
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         for r, mode in zip(runners, modes):
             r.model.train(mode)
     if gather is not None:
@@ -203,3 +231,17 @@ def run(
         if y is not None:
             targets[idx] = y
     return RunOutput(values=values, targets=targets)
+
+
+def _outputs(runner: Runner, batch: "GraphBatch", embed: bool) -> np.ndarray:
+    """One runner's (B, W) outputs as float64, in whichever thread runs it (inference mode
+    is per thread, so it is entered here)."""
+    with torch.inference_mode():
+        return runner(batch, embed=embed).double().cpu().numpy()
+
+
+def _collect(part: tuple[list[int], list[Future], Optional[np.ndarray]]) -> tuple[list[int], np.ndarray,
+                                                                                    Optional[np.ndarray]]:
+    """A batch's rows once every member has run it: (R, B, W)."""
+    idx, futures, y = part
+    return idx, np.stack([f.result() for f in futures]), y

@@ -38,11 +38,14 @@ properties, as the Graphormer's embedding of an atom is the sum of its columns' 
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 from torch import Tensor, nn
 
 # all hash arithmetic stays below 2^62: values are reduced modulo a prime below 2^31 before
 # every multiplication by a constant below 2^31
+_COUNTS_LOCK = threading.Lock()
 _MOD = 2_147_483_647  # 2^31 - 1
 _MUL_A = 1_103_515_245
 _MUL_B = 2_147_483_629
@@ -84,14 +87,16 @@ def substructure_counts(batch, bits: int, radius: int, properties: bool = False)
 
     The counts depend on the batch alone, so they are kept on the batch object, outside its
     fields (a copy made by ``GraphBatch.to`` starts without them): the members of an
-    ensemble, which share each batch (:func:`molsepnorm.inference.runner.run`), hash it once.
+    ensemble, which share each batch (:func:`molsepnorm.inference.runner.run`), hash it once,
+    also when they run in threads.
     """
-    memo = batch.__dict__.setdefault("_substructure_counts", {}) if hasattr(batch, "__dict__") else {}
     key = (bits, radius, properties)
-    if key not in memo:
-        memo[key] = _bucket_counts([ident for _, ident in _identifiers(batch, radius, properties)],
-                                   batch.node_mask, bits)
-    return memo[key]
+    with _COUNTS_LOCK:  # members running in threads wait for the first one's counts
+        memo = batch.__dict__.setdefault("_substructure_counts", {}) if hasattr(batch, "__dict__") else {}
+        if key not in memo:
+            memo[key] = _bucket_counts([ident for _, ident in _identifiers(batch, radius, properties)],
+                                       batch.node_mask, bits)
+        return memo[key]
 
 
 def substructure_count_groups(batch, bits: int, radius: int, properties: bool = False) -> dict[str, Tensor]:

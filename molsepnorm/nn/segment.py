@@ -23,6 +23,7 @@ still faster than ``index_add_``.
 """
 from __future__ import annotations
 
+import threading
 import warnings
 from typing import Any, Optional
 
@@ -34,6 +35,7 @@ __all__ = ["gather_segment_sum", "scatter_rows"]
 
 
 _BETA_WARNING_SEEN = False  # PyTorch warns once per process that sparse CSR support is in beta
+_BETA_WARNING_LOCK = threading.Lock()
 
 
 def _csr(row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> Tensor:
@@ -44,10 +46,11 @@ def _csr(row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> Tensor:
     args = (crow, col.to(torch.int32), torch.ones(row.numel()), (num_rows, num_cols))
     if _BETA_WARNING_SEEN:
         return torch.sparse_csr_tensor(*args, check_invariants=False)
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state": not the user's concern
-        warnings.simplefilter("ignore", UserWarning)
-        out = torch.sparse_csr_tensor(*args, check_invariants=False)
-    _BETA_WARNING_SEEN = True
+    with _BETA_WARNING_LOCK:  # the filters are global: one thread sets and restores them
+        with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state": not the user's concern
+            warnings.simplefilter("ignore", UserWarning)
+            out = torch.sparse_csr_tensor(*args, check_invariants=False)
+        _BETA_WARNING_SEEN = True
     return out
 
 

@@ -443,8 +443,9 @@ def _worker_predictor(files: list[_ModelFile], spec: _PredictorSpec, scratch: Pa
                     target.handle.write(f.payload)
                     target.commit()
                 paths.append(path)
+            # the cluster's threads and processes already share the CPUs: members take turns
             predictor = Predictor.load(paths, device=spec.device, batch_size=spec.batch_size,
-                                       max_atoms=spec.max_atoms)
+                                       max_atoms=spec.max_atoms, member_threads=1)
             _PREDICTORS[key] = predictor
     return predictor
 

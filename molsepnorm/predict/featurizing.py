@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 from molsepnorm.errors import InvalidMoleculeError
+from molsepnorm.inference.device import usable_cpus
 from molsepnorm.predict.readers import STDIN, Record
 
 
@@ -103,14 +104,6 @@ def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
 #: ``workers="auto"`` starts a worker only for an input file of at least this many bytes
 #: (about 1,400 SMILES): below, the whole file is about one chunk and there is nothing to overlap.
 AUTO_WORKERS_MIN_BYTES = 64 * 1024
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity where the OS tells it, else all)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def resolve_workers(workers: Union[int, str], input_path: Any = None) -> int:

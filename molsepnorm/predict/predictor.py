@@ -120,6 +120,9 @@ class Predictor:
     molsepnorm recorded one) is noted once, with a ``UserWarning``, and gives no warnings.
     A pretrained encoder (``molsepnorm pretrain``'s ``encoder.pt``) embeds but does not
     predict: :meth:`predict` and :meth:`predict_records` refuse it when called.
+    ``member_threads``: how many members of an ensemble run a batch at the same time
+    (``"auto"``: on a CPU as many as the CPUs that torch's threads leave free; see
+    :func:`~molsepnorm.inference.runner.run`).
 
     A Predictor changes no process-wide state, so threads may share one.  For a large
     stream on a CPU, call :func:`molsepnorm.inference.device.inference_process_settings`
@@ -128,8 +131,11 @@ class Predictor:
 
     def __init__(self, members: Sequence[Member], device: Union[str, "torch.device"] = "cpu",
                  batch_size: int = DEFAULT_BATCH_SIZE, max_tokens: Optional[int] = None,
-                 max_atoms: Optional[int] = MAX_ATOMS, applicability: bool = True) -> None:
+                 max_atoms: Optional[int] = MAX_ATOMS, applicability: bool = True,
+                 member_threads: Union[int, str] = "auto") -> None:
         import torch
+
+        from molsepnorm.inference.device import resolve_member_threads
 
         if not members:
             raise ValueError("a Predictor needs at least one model")
@@ -146,13 +152,15 @@ class Predictor:
             raise ValueError(f"max_atoms must be >= 1 or None, got {max_atoms}")
         self.max_atoms = max_atoms
         self.domains = _domains(self.members) if applicability else []
+        resolve_member_threads(member_threads, len(self.members), self.device)  # refuse a bad value now
+        self.member_threads = member_threads
 
     # --- construction --------------------------------------------------------------------
     @classmethod
     def load(cls, *models: Union[PathLike, Sequence[PathLike]], device: str = "cpu",
              batch_size: int = DEFAULT_BATCH_SIZE,
              max_tokens: Optional[int] = None, max_atoms: Optional[int] = MAX_ATOMS,
-             applicability: bool = True) -> "Predictor":
+             applicability: bool = True, member_threads: Union[int, str] = "auto") -> "Predictor":
         """Load one checkpoint (an ensemble with several) by path or bundled name.
 
         Args:
@@ -160,7 +168,7 @@ class Predictor:
                 arguments or one list; none: the default bundled model.  A bundled
                 ensemble brings all its members.
             device: ``cpu``, ``cuda`` or ``auto``.
-            batch_size, max_tokens, max_atoms, applicability: see the class.
+            batch_size, max_tokens, max_atoms, applicability, member_threads: see the class.
 
         Raises:
             UnknownModelError: a name that is neither a file nor a bundled model.
@@ -182,7 +190,7 @@ class Predictor:
                 checkpoint.state_dict = {}  # the model holds the weights now
                 members.append(Member(checkpoint, runner))
         return cls(members, device=resolve_device(device), batch_size=batch_size, max_tokens=max_tokens,
-                   max_atoms=max_atoms, applicability=applicability)
+                   max_atoms=max_atoms, applicability=applicability, member_threads=member_threads)
 
     def __repr__(self) -> str:
         sources = ", ".join(m.source for m in self.members)
@@ -345,7 +353,7 @@ class Predictor:
 
         members = self.members[:1] if embed else self.members
         return run([m.runner for m in members], graphs, embed=embed, batch_size=self.batch_size,
-                   max_tokens=self.max_tokens)
+                   max_tokens=self.max_tokens, member_threads=self.member_threads)
 
 
 # --- helpers ---------------------------------------------------------------------------------

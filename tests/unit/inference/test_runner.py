@@ -75,3 +75,45 @@ def test_the_model_mode_is_restored(graphs):
     model = _model().train()
     run([Runner(model, "regression")], graphs)
     assert model.training
+
+
+def _companion_model(seed: int) -> Graphormer:
+    """A model with a fitted fingerprint companion, so its forward reads the batch's shared counts."""
+    torch.manual_seed(seed)
+    model = Graphormer(GraphormerConfig(vocab="ogb", num_layers=2, hidden_dim=16, ffn_dim=16, num_heads=4,
+                                        num_spatial=16, multi_hop_max_dist=3, num_tasks=1, companion_bits=64,
+                                        companion_blend="value"))
+    with torch.no_grad():
+        model.companion.coef.normal_()
+        model.companion.set_weights(0.5)
+    return model
+
+
+def test_members_in_threads_give_the_sequential_outputs_to_the_bit(graphs):
+    import threading
+
+    runners = [Runner(_companion_model(seed), "regression") for seed in range(3)]
+    ran_in: list[str] = []
+    for r in runners:
+        r.model.register_forward_pre_hook(lambda *_: ran_in.append(threading.current_thread().name))
+    alone = run(runners, graphs, batch_size=3, member_threads=1)
+    assert set(ran_in) == {threading.current_thread().name}
+    ran_in.clear()
+    together = run(runners, graphs, batch_size=3, member_threads=3)
+    assert len(ran_in) == 3 * 4 and all(name.startswith("molsepnorm-member") for name in ran_in)  # 4 batches
+    assert len(set(ran_in)) > 1
+    np.testing.assert_array_equal(together.values, alone.values)
+    np.testing.assert_array_equal(together.targets, alone.targets)
+    assert len({tuple(v.ravel()) for v in together.values}) == 3  # three different members, not one thrice
+
+
+def test_a_member_that_fails_in_its_thread_raises_here_and_modes_are_restored(graphs):
+    runners = [Runner(_model().train(), "regression"), Runner(_model(), "regression")]
+
+    def fail(*_):
+        raise RuntimeError("member 2 broke")
+
+    runners[1].model.register_forward_pre_hook(fail)
+    with pytest.raises(RuntimeError, match="member 2 broke"):
+        run(runners, graphs, batch_size=2, member_threads=2)
+    assert runners[0].model.training and runners[1].model.training

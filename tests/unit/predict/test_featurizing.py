@@ -39,7 +39,3 @@ def test_a_number_is_taken_as_given(files, given):
 def test_anything_else_is_refused(bad):
     with pytest.raises(ValueError, match="workers must be 'auto' or a number >= 0"):
         resolve_workers(bad)
-
-
-def test_usable_cpus_is_at_least_one():
-    assert featurizing.usable_cpus() >= 1

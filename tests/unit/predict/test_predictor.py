@@ -131,6 +131,14 @@ def test_ensemble_mean_and_std(bundled_predictor, checkpoints):
         ensemble.embed(["CCO"])
 
 
+def test_ensemble_members_in_threads_write_what_they_write_one_after_another(checkpoints):
+    turns = Predictor.load("tpsa-nci-small", checkpoints["tpsa-b"], member_threads=1).predict(SMALL + ["bad"])
+    together = Predictor.load("tpsa-nci-small", checkpoints["tpsa-b"], member_threads=2).predict(SMALL + ["bad"])
+    pd.testing.assert_frame_equal(together, turns)
+    with pytest.raises(ValueError, match="member_threads must be 'auto' or a number >= 1"):
+        Predictor.load("tpsa-nci-small", member_threads=0)
+
+
 def test_ensemble_members_must_agree(checkpoints):
     with pytest.raises(MolsepnormError, match="target names"):
         Predictor.load(checkpoints["tpsa-b"], checkpoints["other-target"])
