@@ -110,12 +110,7 @@ def _table_from_splits(name: str, data_root: Optional[str], target: str, task: s
     with warnings.catch_warnings():  # the rows RDKit cannot parse: counted in the report instead
         warnings.simplefilter("ignore")
         splits = load_dataset(name, root=data_root, progress=False)
-    n = len(splits.smiles)
-    y = np.full(n, np.nan)
-    for part in ("train", "val", "test"):
-        y[splits.split_indices[part]] = np.concatenate([g.y.numpy().ravel() for g in splits[part]])
-    frame = pd.DataFrame({"smiles": splits.smiles, target: y, "split": _split_column(n, splits.split_indices)})
-    frame = frame[frame["split"] != ""]
+    frame = splits.to_frame().rename(columns={splits.target_names[0]: target})
     if task == "classification":
         frame[target] = frame[target].astype(int)
     return _keep_parsable(name, frame, [target], task, note, dropped_before=[(r.row, r.smiles) for r in splits.skipped])

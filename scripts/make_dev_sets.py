@@ -52,10 +52,7 @@ def nci_tpsa_fraction(fraction: float = 0.1, seed: int = 0) -> pd.DataFrame:
     from molsepnorm.data import load_dataset
 
     splits = load_dataset("nci-tpsa", progress=False).with_train_fraction(fraction, seed=seed)
-    rows = [(int(index), splits.smiles[index], round(float(graph.y.view(-1)[0]), 4), part)
-            for part in ("train", "val", "test")
-            for index, graph in zip(splits.split_indices[part], splits[part])]
-    return pd.DataFrame(sorted(rows), columns=["row", "smiles", "tpsa", "split"]).drop(columns="row")
+    return splits.to_frame().round({"tpsa": 4}).reset_index(drop=True)
 
 
 def main() -> None:

@@ -21,12 +21,15 @@ import importlib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
 
 from molsepnorm.data.paths import PathLike, resolve_data_root
 from molsepnorm.errors import DatasetNotFoundError, MolsepnormError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SPLIT_NAMES = ("train", "val", "test")
 PARTS = (*SPLIT_NAMES, "all")  # what a model can be scored or embedded on ("all": the three together)
@@ -162,6 +165,30 @@ class DatasetSplits:
         if not self.labelled:
             raise MolsepnormError(f"data set {self.name!r} is unlabelled: it has no metric")
         return _METRIC_HIGHER_IS_BETTER[str(self.metric)]
+
+    def to_frame(self) -> "pd.DataFrame":
+        """The molecules of the three splits as a table in the data set's order: ``smiles``,
+        one float64 column per target (NaN where missing; none for an unlabelled corpus)
+        and ``split``, indexed by the data set's index (:attr:`split_indices`).  Molecules
+        in no split (training rows left out by :meth:`with_train_fraction`) are not in it.
+        What a peer tool, or a CSV data set, reads as its input with this split.
+
+        Raises:
+            MolsepnormError: the data set keeps no SMILES (ZINC).
+        """
+        import pandas as pd
+
+        if self.smiles is None:
+            raise MolsepnormError(f"data set {self.name!r} keeps no SMILES for its molecules: it has no table")
+        index = np.concatenate([np.asarray(self.split_indices[part], dtype=np.int64) for part in SPLIT_NAMES])
+        frame = pd.DataFrame({"smiles": [self.smiles[i] for i in index]}, index=index)
+        if self.labelled:
+            y = [g.y.view(-1).double().numpy() for part in SPLIT_NAMES for g in self[part]]
+            values = np.stack(y) if y else np.empty((0, self.num_tasks))
+            for t, name in enumerate(self.target_names):
+                frame[name] = values[:, t]
+        frame["split"] = [part for part in SPLIT_NAMES for _ in range(len(self.split_indices[part]))]
+        return frame.sort_index()
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{k}={v:,}" for k, v in self.sizes.items())

@@ -349,6 +349,23 @@ def test_train_fraction_keeps_a_seeded_subset_of_train_only(data_root: Path) -> 
         splits.with_train_fraction(0)
 
 
+def test_to_frame_is_the_split_data_set_as_a_table_in_file_order(data_root: Path) -> None:
+    table, _ = read_tpsa_file(tpsa_file())
+    with pytest.warns(UserWarning):
+        splits = load_dataset("nci-tpsa", progress=False)
+    frame = splits.to_frame()
+    assert list(frame.columns) == ["smiles", "tpsa", "split"] and len(frame) == 4_991  # 4,999 less the 8 skipped
+    assert list(frame.index) == sorted(frame.index) and not set(frame.index) & {s.row - 2 for s in splits.skipped}
+    assert frame["split"].value_counts().to_dict() == {"train": 3_993, "val": 499, "test": 499}
+    for part in ("train", "val", "test"):
+        assert frame.index[frame["split"] == part].tolist() == sorted(splits.split_indices[part].tolist())
+    assert frame["smiles"].tolist() == table["smiles"].iloc[frame.index].tolist()
+    np.testing.assert_allclose(frame["tpsa"], table["tpsa"].astype(float).iloc[frame.index], atol=1e-4)
+    few = splits.with_train_fraction(0.1).to_frame()  # the training rows left out are not in it
+    assert (few["split"] == "train").sum() == 399 and len(few) == 399 + 499 + 499
+    assert few.loc[few.index[few["split"] == "test"]].equals(frame.loc[frame.index[frame["split"] == "test"]])
+
+
 # --------------------------------------------------------------------------- cache safety
 
 
