@@ -174,12 +174,17 @@ class DatasetSplits:
         What a peer tool, or a CSV data set, reads as its input with this split.
 
         Raises:
-            MolsepnormError: the data set keeps no SMILES (ZINC).
+            MolsepnormError: the data set keeps no SMILES (ZINC), or a target is named
+                ``smiles`` or ``split``.
         """
         import pandas as pd
 
         if self.smiles is None:
             raise MolsepnormError(f"data set {self.name!r} keeps no SMILES for its molecules: it has no table")
+        clash = sorted({"smiles", "split"} & set(self.target_names))
+        if clash:
+            raise MolsepnormError(f"data set {self.name!r} has a target named {clash[0]!r}, a column of the table "
+                                  f"itself: rename the target")
         index = np.concatenate([np.asarray(self.split_indices[part], dtype=np.int64) for part in SPLIT_NAMES])
         frame = pd.DataFrame({"smiles": [self.smiles[i] for i in index]}, index=index)
         if self.labelled:

@@ -71,10 +71,13 @@ def usable_cpus() -> int:
 
 def resolve_member_threads(requested: Union[int, str], members: int, device: "torch.device") -> int:
     """How many models of an ensemble run a batch at the same time, each in its own thread:
-    at most ``members``, a number as given, or for ``"auto"`` on a CPU as many as fit
-    beside torch's intra-op threads (:func:`usable_cpus` // ``torch.get_num_threads()``), so
-    the CPUs are filled but not oversubscribed; one on a GPU, where the members' kernels
-    queue on one stream anyway.
+    at most ``members``, a number as given, or for ``"auto"`` one per usable CPU
+    (:func:`usable_cpus`) when torch runs one intra-op thread (as ``predict`` and ``embed``
+    set it: :func:`inference_process_settings`), else one: torch's own threads already
+    share each operation among the CPUs, and a second team of them beside the first would
+    only make both wait (on a machine with two hardware threads per core, torch's default
+    is one thread per core).  One on a GPU, where the members' kernels queue on one stream
+    anyway.
 
     Raises:
         ValueError: neither ``"auto"`` nor a number >= 1.
@@ -82,9 +85,9 @@ def resolve_member_threads(requested: Union[int, str], members: int, device: "to
     import torch
 
     if requested == "auto":
-        if torch.device(device).type != "cpu":
+        if torch.device(device).type != "cpu" or torch.get_num_threads() > 1:
             return 1
-        requested = max(1, usable_cpus() // max(1, torch.get_num_threads()))
+        requested = usable_cpus()
     elif isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
         raise ValueError(f"member_threads must be 'auto' or a number >= 1, got {requested!r}")
     return max(1, min(requested, members))

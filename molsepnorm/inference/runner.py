@@ -9,8 +9,8 @@ a sequence of graphs (a data set split, or featurized molecules) in size-sorted 
 :func:`torch.inference_mode`, and returns one row per graph in input order.
 
 An ensemble's members can run each batch at the same time, one thread each
-(``member_threads``; PyTorch's kernels release the GIL): on a CPU whose cores torch's
-intra-op threads leave idle, the three members of the default model then share the cores
+(``member_threads``; PyTorch's kernels release the GIL): with torch on one intra-op thread,
+as ``predict`` runs it, the three members of the default model then share the CPUs
 instead of taking turns on one (figures in docs/benchmarks.md, "The members of an ensemble
 in threads").  Each member computes exactly what it computes alone, in the same order, so
 the outputs are the same to the bit.
@@ -163,9 +163,9 @@ def run(
         gather: ``parts -> [parts of rank 0, parts of rank 1, ...]`` (e.g. an all-gather).
         member_threads: runners that run a batch at the same time, each in a thread of its
             own, or ``"auto"``
-            (:func:`~molsepnorm.inference.device.resolve_member_threads`: on a CPU as many
-            as the CPUs that torch's threads leave free; one runner alone always runs in
-            this thread).
+            (:func:`~molsepnorm.inference.device.resolve_member_threads`: one per usable
+            CPU when torch runs one thread, else one); one runner alone always runs in
+            this thread.  Pass 1 when several threads or processes already share the CPUs.
 
     Returns:
         A :class:`RunOutput`; a graph nobody ran (impossible when the shards cover all
@@ -217,10 +217,12 @@ def run(
             while in_flight:
                 parts.append(_collect(in_flight.popleft()))
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        for r, mode in zip(runners, modes):
-            r.model.train(mode)
+        try:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            for r, mode in zip(runners, modes):
+                r.model.train(mode)
     if gather is not None:
         parts = [p for rank_parts in gather(parts) for p in rank_parts]
     num_targets = next((y.shape[1] for _, _, y in parts if y is not None), int(config.num_tasks))

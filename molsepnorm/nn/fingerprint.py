@@ -91,12 +91,15 @@ def substructure_counts(batch, bits: int, radius: int, properties: bool = False)
     also when they run in threads.
     """
     key = (bits, radius, properties)
-    with _COUNTS_LOCK:  # members running in threads wait for the first one's counts
-        memo = batch.__dict__.setdefault("_substructure_counts", {}) if hasattr(batch, "__dict__") else {}
-        if key not in memo:
-            memo[key] = _bucket_counts([ident for _, ident in _identifiers(batch, radius, properties)],
-                                       batch.node_mask, bits)
-        return memo[key]
+    memo = batch.__dict__.setdefault("_substructure_counts", {}) if hasattr(batch, "__dict__") else {}
+    counts = memo.get(key)
+    if counts is None:
+        with _COUNTS_LOCK:  # members running in threads: the first hashes, the others wait for its counts
+            counts = memo.get(key)
+            if counts is None:
+                counts = memo[key] = _bucket_counts([ident for _, ident in _identifiers(batch, radius, properties)],
+                                                    batch.node_mask, bits)
+    return counts
 
 
 def substructure_count_groups(batch, bits: int, radius: int, properties: bool = False) -> dict[str, Tensor]:

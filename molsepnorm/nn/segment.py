@@ -23,7 +23,6 @@ still faster than ``index_add_``.
 """
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any, Optional
 
@@ -34,24 +33,26 @@ from torch import Tensor
 __all__ = ["gather_segment_sum", "scatter_rows"]
 
 
-_BETA_WARNING_SEEN = False  # PyTorch warns once per process that sparse CSR support is in beta
-_BETA_WARNING_LOCK = threading.Lock()
+def _quiet_beta_warning() -> None:
+    """PyTorch warns once per process, at the first CSR tensor, that sparse CSR support is in
+    beta: not the user's concern.  That first tensor is made here, when the module is
+    imported, so no forward pass touches the warning filters, which are global to the
+    process (ensemble members run in threads: :func:`molsepnorm.inference.runner.run`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        torch.sparse_csr_tensor(torch.zeros(2, dtype=torch.int32), torch.zeros(0, dtype=torch.int32),
+                                torch.zeros(0), (1, 1))
+
+
+_quiet_beta_warning()
 
 
 def _csr(row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> Tensor:
     """A CSR matrix (num_rows, num_cols) of ones at (row[m], col[m]); ``row`` sorted."""
-    global _BETA_WARNING_SEEN
     crow = torch.zeros(num_rows + 1, dtype=torch.int32)
     torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
-    args = (crow, col.to(torch.int32), torch.ones(row.numel()), (num_rows, num_cols))
-    if _BETA_WARNING_SEEN:
-        return torch.sparse_csr_tensor(*args, check_invariants=False)
-    with _BETA_WARNING_LOCK:  # the filters are global: one thread sets and restores them
-        with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state": not the user's concern
-            warnings.simplefilter("ignore", UserWarning)
-            out = torch.sparse_csr_tensor(*args, check_invariants=False)
-        _BETA_WARNING_SEEN = True
-    return out
+    return torch.sparse_csr_tensor(crow, col.to(torch.int32), torch.ones(row.numel()), (num_rows, num_cols),
+                                   check_invariants=False)
 
 
 def _argsort(key: Tensor, bound: int) -> Tensor:

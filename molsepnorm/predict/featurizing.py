@@ -109,9 +109,9 @@ AUTO_WORKERS_MIN_BYTES = 64 * 1024
 def resolve_workers(workers: Union[int, str], input_path: Any = None) -> int:
     """The featurization worker processes to start: a number as given, or for ``"auto"`` one
     when this process may use two or more CPUs and ``input_path`` is a file of at least
-    :data:`AUTO_WORKERS_MIN_BYTES` (the model runs on one core, featurization on the other:
-    docs/benchmarks.md, "Predicting with the default model"), else none (standard input, a
-    small file, one CPU).
+    :data:`AUTO_WORKERS_MIN_BYTES` (featurization then overlaps the model, which no longer
+    waits for it: docs/benchmarks.md, "Predicting with the default model" and "The members
+    of an ensemble in threads"), else none (standard input, a small file, one CPU).
 
     Raises:
         ValueError: neither ``"auto"`` nor a number >= 0.

@@ -121,10 +121,13 @@ class Predictor:
     A pretrained encoder (``molsepnorm pretrain``'s ``encoder.pt``) embeds but does not
     predict: :meth:`predict` and :meth:`predict_records` refuse it when called.
     ``member_threads``: how many members of an ensemble run a batch at the same time
-    (``"auto"``: on a CPU as many as the CPUs that torch's threads leave free; see
+    (``"auto"``: one per usable CPU when torch runs one thread, as after
+    :func:`~molsepnorm.inference.device.inference_process_settings` ``(1)``, else one; see
     :func:`~molsepnorm.inference.runner.run`).
 
-    A Predictor changes no process-wide state, so threads may share one.  For a large
+    A Predictor changes no process-wide state, so threads may share one (load it with
+    ``member_threads=1`` when several threads or processes predict at once: they
+    already share the CPUs).  For a large
     stream on a CPU, call :func:`molsepnorm.inference.device.inference_process_settings`
     once first, as the CLI does (it keeps oneDNN's kernel cache from growing).
     """

@@ -31,17 +31,20 @@ def test_each_process_takes_its_own_gpu_and_never_shares_one(monkeypatch):
         resolve_device("cuda", 2)
 
 
-def test_auto_member_threads_fill_the_cpus_that_torch_threads_leave(monkeypatch):
+def test_auto_member_threads_use_the_cpus_only_beside_single_threaded_torch(monkeypatch):
     cpu = torch.device("cpu")
     monkeypatch.setattr(device_module, "usable_cpus", lambda: 2)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     assert resolve_member_threads("auto", 3, cpu) == 2  # two members at a time, the third after
     assert resolve_member_threads("auto", 1, cpu) == 1  # one model runs in the calling thread
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    assert resolve_member_threads("auto", 3, cpu) == 1  # torch's threads already take both CPUs
     monkeypatch.setattr(device_module, "usable_cpus", lambda: 16)
     assert resolve_member_threads("auto", 3, cpu) == 3  # never more threads than members
     assert resolve_member_threads("auto", 3, torch.device("cuda", 0)) == 1  # one stream: nothing to gain
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)  # torch's default on 8 cores with 16 hardware threads
+    assert resolve_member_threads("auto", 3, cpu) == 1  # not a second team of 8 beside the first
+    monkeypatch.setattr(device_module, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert resolve_member_threads("auto", 3, cpu) == 1
 
 
 def test_a_number_of_member_threads_is_capped_at_the_members_and_nonsense_refused():
