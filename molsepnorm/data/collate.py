@@ -30,12 +30,14 @@ index assignment (in NumPy); the only Python loop gathers the per-graph arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Optional, Sequence, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
+
+if TYPE_CHECKING:  # importing torch_geometric costs seconds, and a batch only reads the graphs' fields
+    from torch_geometric.data import Data
 
 __all__ = ["GraphBatch", "GraphCollator", "collate_graphs"]
 

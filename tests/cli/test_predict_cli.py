@@ -236,3 +236,16 @@ def test_cli_module_imports_no_torch():
     code = "import sys, molsepnorm.cli.predict; print('torch' in sys.modules, 'rdkit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_predict_never_imports_torch_geometric(tmp_path):
+    # PyG's import alone takes seconds, more than predicting a few molecules: the predict path
+    # (featurize, collate, the model) reads the graphs' fields without it
+    code = ("import sys\n"
+            "from molsepnorm.cli.main import main\n"
+            f"sys.argv = ['molsepnorm', 'predict', {str(EXAMPLE)!r}, '-o', {str(tmp_path / 'out.csv')!r}]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('torch_geometric' in sys.modules, 'torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split()[-2:] == ["False", "True"], result.stderr
+    assert len((tmp_path / "out.csv").read_text().splitlines()) == 1 + 19  # it did predict every record
