@@ -43,9 +43,10 @@ import threading
 import torch
 from torch import Tensor, nn
 
+_COUNTS_LOCK = threading.Lock()  # ensemble members in threads hash a shared batch once
+
 # all hash arithmetic stays below 2^62: values are reduced modulo a prime below 2^31 before
 # every multiplication by a constant below 2^31
-_COUNTS_LOCK = threading.Lock()
 _MOD = 2_147_483_647  # 2^31 - 1
 _MUL_A = 1_103_515_245
 _MUL_B = 2_147_483_629
