@@ -17,7 +17,7 @@ Pair side, added to the attention logits, shape ``(B, H, N+1, N+1)``:
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -136,15 +136,18 @@ class EdgePathEncoder(nn.Module):
         nn.init.normal_(self.embedding.weight, std=0.02)
         nn.init.normal_(self.hop_weight, std=0.02)
 
-    def forward(self, edge_attr: Tensor, edge_path: Tensor, spd: Tensor) -> Tensor:
-        """edge_attr (E, F_e) long, edge_path (B, N, N, K') long (-1 = none), spd (B, N, N)."""
+    def forward(self, edge_attr: Tensor, edge_path: Tensor, spd: Tensor,
+                entries: Optional[tuple[Tensor, Tensor]] = None) -> Tensor:
+        """edge_attr (E, F_e) long, edge_path (B, N, N, K') long (-1 = none), spd (B, N, N);
+        ``entries``: :func:`hop_entries` of ``edge_path`` cut to ``min(K', max_hops)`` hops,
+        if already known (the members of an ensemble share them)."""
         B, N, _, K = edge_path.shape
         if K > self.max_hops:
             edge_path, K = edge_path[..., : self.max_hops], self.max_hops
         E, H = edge_attr.size(0), self.num_heads
         edge = embedding(edge_attr + self.offsets, self.embedding.weight).mean(1)  # (E, F_e, H) -> (E, H)
         table = torch.einsum("eh,khg->keg", edge, self.hop_weight[:K]).reshape(K * E, H)  # row n*E+e: x_e W_n
-        rows, pairs = hop_entries(edge_path, E)
+        rows, pairs = entries if entries is not None else hop_entries(edge_path, E)
         summed = gather_segment_sum(table, rows, pairs, B * N * N)  # (B*N*N, H)
         length = spd.clamp(1, self.max_hops).unsqueeze(-1).to(summed.dtype)  # (B, N, N, 1)
         return (summed.view(B, N, N, H) / length).permute(0, 3, 1, 2)  # (B, H, N, N)
@@ -180,12 +183,14 @@ class GraphAttentionBias(nn.Module):
         self.edges.reset_parameters()
         nn.init.normal_(self.virtual_distance, std=0.02)
 
-    def forward(self, spd: Tensor, edge_attr: Tensor, edge_path: Tensor, node_mask: Tensor) -> Tensor:
-        """spd (B, N, N), edge_attr (E, F_e), edge_path (B, N, N, K), node_mask (B, N) bool."""
+    def forward(self, spd: Tensor, edge_attr: Tensor, edge_path: Tensor, node_mask: Tensor,
+                hop_entries: Optional[tuple[Tensor, Tensor]] = None) -> Tensor:
+        """spd (B, N, N), edge_attr (E, F_e), edge_path (B, N, N, K), node_mask (B, N) bool;
+        ``hop_entries``: see :meth:`EdgePathEncoder.forward`."""
         B, N = node_mask.shape
         H = self.num_heads
         with torch.autocast(device_type=spd.device.type, enabled=False):
-            pair = self.spatial(spd) + self.edges(edge_attr, edge_path, spd)  # (B, H, N, N)
+            pair = self.spatial(spd) + self.edges(edge_attr, edge_path, spd, hop_entries)  # (B, H, N, N)
             t = self.virtual_distance.float()
             to_graph = t.view(1, H, 1, 1).expand(B, H, N, 1)  # node i -> graph token
             from_graph = t.view(1, H, 1, 1).expand(B, H, 1, N + 1)  # graph token -> all

@@ -38,12 +38,10 @@ properties, as the Graphormer's embedding of an atom is the sum of its columns' 
 """
 from __future__ import annotations
 
-import threading
-
 import torch
 from torch import Tensor, nn
 
-_COUNTS_LOCK = threading.Lock()  # ensemble members in threads hash a shared batch once
+from molsepnorm.nn.memo import batch_memo
 
 # all hash arithmetic stays below 2^62: values are reduced modulo a prime below 2^31 before
 # every multiplication by a constant below 2^31
@@ -86,21 +84,11 @@ def substructure_counts(batch, bits: int, radius: int, properties: bool = False)
         radius: largest radius R; identifiers of radius 0..R are counted.
         properties: also count each atom's F feature values one by one (column and value).
 
-    The counts depend on the batch alone, so they are kept on the batch object, outside its
-    fields (a copy made by ``GraphBatch.to`` starts without them): the members of an
-    ensemble, which share each batch (:func:`molsepnorm.inference.runner.run`), hash it once,
-    also when they run in threads.
+    The counts depend on the batch alone: the members of an ensemble hash a batch once
+    (:func:`molsepnorm.nn.memo.batch_memo`).
     """
-    key = (bits, radius, properties)
-    memo = batch.__dict__.setdefault("_substructure_counts", {}) if hasattr(batch, "__dict__") else {}
-    counts = memo.get(key)
-    if counts is None:
-        with _COUNTS_LOCK:  # members running in threads: the first hashes, the others wait for its counts
-            counts = memo.get(key)
-            if counts is None:
-                counts = memo[key] = _bucket_counts([ident for _, ident in _identifiers(batch, radius, properties)],
-                                                    batch.node_mask, bits)
-    return counts
+    return batch_memo(batch, ("substructure counts", bits, radius, properties), lambda: _bucket_counts(
+        [ident for _, ident in _identifiers(batch, radius, properties)], batch.node_mask, bits))
 
 
 def substructure_count_groups(batch, bits: int, radius: int, properties: bool = False) -> dict[str, Tensor]:

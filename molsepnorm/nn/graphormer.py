@@ -25,8 +25,9 @@ from torch import Tensor, nn
 
 from molsepnorm.nn.attention import ATTENTION_IMPLS, BiasedSelfAttention
 from molsepnorm.nn.dropout import dropout
-from molsepnorm.nn.encoders import AtomEncoder, DegreeEncoder, GraphAttentionBias
+from molsepnorm.nn.encoders import AtomEncoder, DegreeEncoder, GraphAttentionBias, hop_entries
 from molsepnorm.nn.fingerprint import BLENDS, COUNTS, FingerprintCompanion
+from molsepnorm.nn.memo import batch_memo
 from molsepnorm.nn.norm import NORM_KINDS, SepNorm, ShareNorm
 
 if TYPE_CHECKING:  # the model reads a batch; it need not import the data package
@@ -286,7 +287,10 @@ class Graphormer(nn.Module):
             )
         B, N = batch.node_mask.shape
         mask = torch.cat([batch.node_mask.new_ones(B, 1), batch.node_mask], 1)  # (B, N+1)
-        bias = self.attn_bias(batch.spd, batch.edge_attr, batch.edge_path, batch.node_mask)  # (B, H, N+1, N+1)
+        # which (pair, hop) entries are real depends on the batch alone: an ensemble finds them once
+        entries = batch_memo(batch, ("hop entries", K),
+                             lambda: hop_entries(batch.edge_path[..., :K], batch.edge_attr.size(0)))
+        bias = self.attn_bias(batch.spd, batch.edge_attr, batch.edge_path, batch.node_mask, entries)  # (B, H, N+1, N+1)
 
         if atom_features is None:
             atom_features = self.atom_encoder(batch.x)  # (B, N, D)
