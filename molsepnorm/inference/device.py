@@ -90,4 +90,4 @@ def resolve_member_threads(requested: Union[int, str], members: int, device: "to
         requested = usable_cpus()
     elif isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
         raise ValueError(f"member_threads must be 'auto' or a number >= 1, got {requested!r}")
-    return max(1, min(requested, members))
+    return min(requested, members)
