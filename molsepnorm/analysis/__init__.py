@@ -1,4 +1,5 @@
-"""Seeing what SepNorm does: graph-token embedding analysis and training-curve plots.
+"""Seeing what SepNorm does: graph-token embedding analysis, training-curve plots and
+pictures of a model's predictions (parity plots, ROC and precision-recall curves).
 
 * :mod:`~molsepnorm.analysis.embeddings` - graph-token embeddings (M, D) of a checkpoint
   on a data set split
@@ -33,6 +34,8 @@ _EXPORTS = {
     "plot_spectra": "molsepnorm.analysis.plots",
     "plot_summary": "molsepnorm.analysis.plots",
     "plot_curves": "molsepnorm.analysis.plots",
+    "plot_evaluation": "molsepnorm.analysis.plots",
+    "check_figure_path": "molsepnorm.analysis.plots",
     "save_figure": "molsepnorm.analysis.plots",
 }
 

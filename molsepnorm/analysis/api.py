@@ -96,6 +96,7 @@ class AnalysisResult:
 
     def save(self, out_dir: PathLike, dpi: int = 110) -> dict[str, Path]:
         """Write ``analysis.json`` and one PNG per figure into ``out_dir``; returns the paths."""
+        from molsepnorm._atomic import atomic_write
         from molsepnorm.analysis.plots import save_figure
 
         out = Path(out_dir)
@@ -105,9 +106,8 @@ class AnalysisResult:
             written[name] = save_figure(fig, out / f"{name}.png", dpi=dpi)
         payload = self.to_dict()
         payload["files"] = {k: p.name for k, p in written.items()}
-        tmp = written["json"].with_name("analysis.json.tmp")
-        tmp.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, written["json"])
+        with atomic_write(written["json"]) as fh:
+            fh.write(json.dumps(payload, indent=2) + "\n")
         return written
 
 

@@ -1,4 +1,5 @@
-"""Matplotlib figures of embedding spectra, embedding figures and training curves.
+"""Matplotlib figures of embedding spectra, embedding figures, training curves and a
+model's predictions against the labels (parity plots; ROC and precision-recall curves).
 
 Every function returns a :class:`matplotlib.figure.Figure` built with the object-oriented
 API (no pyplot state, rendered by the Agg backend, so it works headless and in threads);
@@ -17,11 +18,17 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import numpy as np
 from matplotlib.figure import Figure
 
-from molsepnorm.inference.metrics import HIGHER_IS_BETTER
+from molsepnorm._atomic import atomic_write
+from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics
 
 PathLike = Union[str, os.PathLike]
 
-__all__ = ["plot_spectra", "plot_summary", "plot_curves", "save_figure", "METRIC_LABELS"]
+__all__ = ["plot_spectra", "plot_summary", "plot_curves", "plot_evaluation", "check_figure_path", "save_figure",
+           "METRIC_LABELS"]
+
+#: above this many labelled molecules a parity plot bins its points (hexagons coloured by
+#: count, log scale) instead of drawing each: 40,000 overlapping dots say less than their density
+PARITY_BIN_ABOVE = 5000
 
 # how a metrics.jsonl key reads on an axis
 METRIC_LABELS = {
@@ -205,13 +212,147 @@ def plot_curves(
     return fig
 
 
+def plot_evaluation(
+    y_true: Any,
+    y_pred: Any,
+    task: str,
+    target_names: Optional[Sequence[str]] = None,
+    title: Optional[str] = None,
+    panel_size: tuple[float, float] = (4.2, 4.0),
+) -> Figure:
+    """A model's predictions against the labels, one panel per target (two for a binary one).
+
+    Regression: a parity plot, predicted against true with the line y = x, MAE, RMSE and R²
+    in the corner (each molecule a dot; above :data:`PARITY_BIN_ABOVE` molecules, hexagons
+    coloured by count).  Binary classification: the ROC curve (with chance's diagonal) and
+    the precision-recall curve (with the positive rate, chance's precision), ROC-AUC and
+    PR-AUC (average precision) in their legends.  Molecules without a label for a target are
+    left out of its panels; a target with one class only says so in place of its curves.
+    The figures come from :func:`~molsepnorm.inference.metrics.compute_metrics`, so they are
+    the ones ``evaluate`` prints (but for molhiv's ROC-AUC, which OGB's Evaluator computes
+    the same way).
+
+    Args:
+        y_true, y_pred: ``(M, T)`` (or ``(M,)``) labels and predictions (probabilities or
+            scores for a binary task), as :func:`~molsepnorm.inference.evaluate.evaluation_frame`
+            holds them.
+        task: ``"regression"`` or ``"binary"``.
+        target_names: a name per target, for the axes (default ``target 0``, ...).
+        title: figure title.
+        panel_size: inches per panel.
+    """
+    y = np.asarray(y_true, dtype=np.float64)
+    p = np.asarray(y_pred, dtype=np.float64)
+    y, p = (y.reshape(-1, 1), p.reshape(-1, 1)) if y.ndim == 1 else (y, p)
+    if y.shape != p.shape:
+        raise ValueError(f"y_true {y.shape} and y_pred {p.shape} differ in shape")
+    if task not in ("regression", "binary"):
+        raise ValueError(f"unknown task {task!r}; expected 'regression' or 'binary'")
+    names = list(target_names) if target_names is not None else [f"target {t}" for t in range(y.shape[1])]
+    if len(names) != y.shape[1]:
+        raise ValueError(f"{len(names)} target names for {y.shape[1]} targets")
+    per_target = 1 if task == "regression" else 2
+    n = y.shape[1] * per_target
+    cols = min(n, 3) if task == "regression" else 2
+    rows_n = math.ceil(n / cols)
+    fig = Figure(figsize=(panel_size[0] * cols, panel_size[1] * rows_n + 0.5), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows_n, cols, squeeze=False)).ravel()
+    for t, name in enumerate(names):
+        labelled = np.isfinite(y[:, t])
+        yt, pt = y[labelled, t], p[labelled, t]
+        if task == "regression":
+            _parity_panel(fig, axes[t], yt, pt, name)
+        else:
+            _classification_panels(axes[2 * t], axes[2 * t + 1], yt, pt, name)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    default = "Predicted against true" if task == "regression" else "ROC and precision-recall curves"
+    fig.suptitle(textwrap.fill(title or default, 44 * cols, break_on_hyphens=False))
+    return fig
+
+
+def _parity_panel(fig: Figure, ax: Any, y: np.ndarray, p: np.ndarray, name: str) -> None:
+    ax.set_title(name)
+    ax.set_xlabel(f"true {name}")
+    ax.set_ylabel(f"predicted {name}")
+    if y.size == 0:
+        ax.text(0.5, 0.5, "no labelled molecule", ha="center", va="center", transform=ax.transAxes)
+        return
+    low, high = float(min(y.min(), p.min())), float(max(y.max(), p.max()))
+    pad = 0.04 * (high - low) if high > low else 1.0
+    low, high = low - pad, high + pad
+    if y.size > PARITY_BIN_ABOVE:
+        cells = ax.hexbin(y, p, gridsize=60, bins="log", mincnt=1, cmap="viridis", extent=(low, high, low, high))
+        fig.colorbar(cells, ax=ax, label="molecules (log scale)")
+    else:
+        ax.scatter(y, p, s=float(np.clip(3000 / y.size, 4, 24)), alpha=0.6, linewidths=0, color="C0")
+    ax.plot([low, high], [low, high], linestyle="--", color="0.4", linewidth=1, label="y = x")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_aspect("equal")
+    m = compute_metrics("regression", y, p)
+    ax.text(0.03, 0.97, f"MAE {m['mae']:.4g}\nRMSE {m['rmse']:.4g}\nR² {m['r2']:.3f}\nn = {y.size:,}",
+            transform=ax.transAxes, va="top", ha="left", fontsize=8,
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "edgecolor": "0.7"})
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+
+
+def _classification_panels(roc: Any, pr: Any, y: np.ndarray, s: np.ndarray, name: str) -> None:
+    from sklearn.metrics import precision_recall_curve, roc_curve
+
+    roc.set_title(f"{name}: ROC")
+    roc.set_xlabel("false positive rate")
+    roc.set_ylabel("true positive rate")
+    pr.set_title(f"{name}: precision-recall")
+    pr.set_xlabel("recall")
+    pr.set_ylabel("precision")
+    for ax in (roc, pr):
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(True, alpha=0.3)
+    positives = int((y == 1).sum())
+    if positives == 0 or positives == y.size:
+        for ax in (roc, pr):
+            ax.text(0.5, 0.5, f"one class only ({y.size:,} molecules):\nno curve", ha="center", va="center",
+                    transform=ax.transAxes)
+        return
+    m = compute_metrics("binary", y, s)
+    fpr, tpr, _ = roc_curve(y, s)
+    roc.plot(fpr, tpr, color="C0", linewidth=1.6, label=f"ROC-AUC {m['rocauc']:.3f}")
+    roc.plot([0, 1], [0, 1], linestyle="--", color="0.4", linewidth=1, label="chance")
+    roc.legend(loc="lower right", fontsize=8, title=f"{positives:,} of {y.size:,} positive", title_fontsize=8)
+    precision, recall, _ = precision_recall_curve(y, s)
+    pr.step(recall, precision, where="post", color="C0", linewidth=1.6, label=f"PR-AUC {m['prauc']:.3f}")
+    rate = positives / y.size
+    pr.axhline(rate, linestyle="--", color="0.4", linewidth=1, label=f"chance ({rate:.3f})")
+    pr.legend(loc="upper right", fontsize=8)
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def save_figure(fig: Figure, path: PathLike, dpi: int = 110) -> Path:
-    """Write ``fig`` as PNG (or whatever the suffix says) and return the path."""
+def check_figure_path(path: PathLike) -> Path:
+    """``path`` if matplotlib can write a figure in the format its suffix names (none: PNG).
+
+    Raises:
+        ValueError: an unknown suffix, naming the formats there are; checked before the work
+            whose figure it is, not after.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
+    kind = path.suffix.lstrip(".").lower() or "png"
+    known = Figure().canvas.get_supported_filetypes()
+    if kind not in known:
+        raise ValueError(f"{path}: matplotlib cannot write a .{kind} figure; use one of "
+                         + ", ".join(f".{k}" for k in sorted(known)))
+    return path
+
+
+def save_figure(fig: Figure, path: PathLike, dpi: int = 110) -> Path:
+    """Write ``fig`` as PNG (or whatever the suffix says: pdf, svg, ...) and return the path.
+    It is drawn to a temporary file first, then renamed: a crash never leaves half a figure."""
+    path = Path(path)
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
     return path

@@ -11,6 +11,7 @@ Layout::
       best.pt          best-on-validation checkpoint (test metrics added at the end)
       last.pt          latest checkpoint, with optimizer / scheduler / RNG state, for --resume
       results.json     final validation and test metrics of the best checkpoint
+      test_predictions.csv   each test molecule: id, SMILES, label, best.pt's prediction, error
 
 Only rank 0 of a training run writes here; :mod:`molsepnorm.analysis` reads the metrics.
 """
@@ -24,6 +25,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from molsepnorm._atomic import atomic_write
 from molsepnorm._json import jsonable
 from molsepnorm.errors import MolsepnormError
 
@@ -48,6 +50,7 @@ class RunDir:
     best = property(lambda self: self.path / "best.pt")
     last = property(lambda self: self.path / "last.pt")
     results = property(lambda self: self.path / "results.json")
+    test_predictions = property(lambda self: self.path / "test_predictions.csv")
 
     def create(self) -> None:
         """Make the directory for a new run; refuse one that already holds a run."""
@@ -119,12 +122,10 @@ class RunDir:
         keys: list[str] = []
         for row in rows:
             keys.extend(k for k in row if k not in keys)
-        tmp = self.metrics_csv.with_name(self.metrics_csv.name + ".tmp")
-        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        with atomic_write(self.metrics_csv, newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=keys)
             writer.writeheader()
             writer.writerows(rows)
-        os.replace(tmp, self.metrics_csv)
 
     def write_results(self, results: Mapping[str, Any]) -> None:
         """``results.json``: the final metrics of the best checkpoint."""
@@ -132,9 +133,5 @@ class RunDir:
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_write(path) as fh:
         fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

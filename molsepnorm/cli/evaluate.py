@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -21,10 +21,17 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
 @device_option(default=library_default(_EVALUATE, "device"))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Also write the metrics as JSON to this file ('-' for stdout only).")
+@click.option("--predictions", "predictions_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write every molecule's label and prediction to this CSV: index, id, smiles, and per "
+                   "target <t>_true, <t>_pred, <t>_std (an ensemble), <t>_error (regression).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also draw the predictions against the labels to this figure (.png, .pdf, .svg): a parity "
+                   "plot for regression, ROC and precision-recall curves for classification.")
 def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_root: Optional[str],
              smiles_column: Optional[str], target_columns: Optional[str], id_column: Optional[str],
              split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str], on_invalid: Optional[str],
-             batch_size: int, device: str, json_path: Optional[str]) -> None:
+             batch_size: int, device: str, json_path: Optional[str], predictions_path: Optional[str],
+             plot_path: Optional[str]) -> None:
     """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
 
     Without --dataset, the data set the model was trained on, split as in training.
@@ -32,8 +39,8 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
     \b
     Examples:
       molsepnorm evaluate --model runs/zinc/best.pt --split test --json test.json
-      molsepnorm evaluate --model tpsa-nci-small --split test
-      molsepnorm evaluate -m runs/a/best.pt -m runs/b/best.pt --split test
+      molsepnorm evaluate --model tpsa-nci-small --split test --plot parity.png
+      molsepnorm evaluate -m runs/a/best.pt -m runs/b/best.pt --split test --predictions test.csv
     """
     from molsepnorm._json import jsonable
     from molsepnorm.cli.options import dataset_kwargs
@@ -41,13 +48,23 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
     from molsepnorm.inference.evaluate import evaluate_checkpoint
     from molsepnorm.inference.metrics import summary_table
 
+    if plot_path is not None:
+        from molsepnorm.analysis.plots import check_figure_path
+
+        try:
+            check_figure_path(plot_path)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="--plot") from err
     options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, id_column=id_column,
                              on_invalid=on_invalid)
     try:
         report = evaluate_checkpoint(list(models), dataset=dataset, split=split, data_root=data_root,
-                                     options=options or None, batch_size=batch_size, device=device)
+                                     options=options or None, batch_size=batch_size, device=device,
+                                     predictions=predictions_path is not None or plot_path is not None)
     except MolsepnormError as err:
         raise click.ClickException(str(err)) from err
+    frame = report.pop("predictions", None)
+    written = _write_pictures(frame, report, predictions_path, plot_path)
     text = json.dumps(jsonable(report), indent=2)
     if json_path == "-":
         click.echo(text)
@@ -64,6 +81,30 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
             per = {k.split("/", 1)[0]: v for k, v in report["metrics"].items() if k.endswith("/" + name)}
             click.echo(f"  {name}: " + ", ".join(f"{k} {v:.4f}" for k, v in per.items()))
     if json_path is not None:
-        with open(json_path, "w", encoding="utf-8") as fh:
+        from molsepnorm._atomic import atomic_write
+
+        with atomic_write(json_path) as fh:
             fh.write(text + "\n")
         click.echo(f"metrics written to {json_path}")
+    for path in written:
+        click.echo(f"wrote {path}")
+
+
+def _write_pictures(frame: Any, report: dict[str, Any], predictions_path: Optional[str],
+                    plot_path: Optional[str]) -> list[str]:
+    """Write ``--predictions`` and ``--plot`` from the report's per-molecule table; the paths written."""
+    written = []
+    if predictions_path is not None:
+        from molsepnorm.inference.evaluate import write_evaluation_csv
+
+        write_evaluation_csv(frame, predictions_path)
+        written.append(predictions_path)
+    if plot_path is not None:
+        from molsepnorm.analysis.plots import plot_evaluation, save_figure
+
+        names = report["target_names"]
+        fig = plot_evaluation(frame[[f"{t}_true" for t in names]].to_numpy(),
+                              frame[[f"{t}_pred" for t in names]].to_numpy(), report["task"], names,
+                              title=f"{report['checkpoint']} on {report['dataset']} {report['split']}")
+        written.append(str(save_figure(fig, plot_path)))
+    return written

@@ -5,7 +5,8 @@
   used by validation during training, ``evaluate``, ``predict``, ``embed`` and ``analyze``;
 - :mod:`~molsepnorm.inference.metrics`: MAE / RMSE / R², ROC-AUC (OGB's Evaluator for
   molhiv) / PR-AUC;
-- :mod:`~molsepnorm.inference.evaluate`: :func:`evaluate_checkpoint`;
+- :mod:`~molsepnorm.inference.evaluate`: :func:`evaluate_checkpoint`, and
+  :func:`evaluation_frame` (each molecule's labels and predictions);
 - :mod:`~molsepnorm.inference.device`: device names.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ _EXPORTS = {
     "compute_metrics": "molsepnorm.inference.metrics",
     "summary_table": "molsepnorm.inference.metrics",
     "evaluate_checkpoint": "molsepnorm.inference.evaluate",
+    "evaluation_frame": "molsepnorm.inference.evaluate",
     "resolve_device": "molsepnorm.inference.device",
 }
 

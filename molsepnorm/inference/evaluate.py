@@ -1,11 +1,21 @@
-"""``evaluate``: the metrics of a trained model on a split of a data set."""
+"""``evaluate``: the metrics of a trained model on a split of a data set, and the table of
+its per-molecule predictions (:func:`evaluation_frame`) that ``evaluate --predictions`` and a
+training run's ``test_predictions.csv`` write."""
 from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from molsepnorm.data.registry import DatasetSplits
 
 PathLike = Union[str, os.PathLike]
+PARTS = ("train", "val", "test")
 
 
 def evaluate_checkpoint(
@@ -16,6 +26,7 @@ def evaluate_checkpoint(
     options: Optional[dict[str, Any]] = None,
     batch_size: int = 128,
     device: str = "cpu",
+    predictions: bool = False,
 ) -> dict[str, Any]:
     """Metrics of a checkpoint's model on a split of a data set.
 
@@ -30,11 +41,14 @@ def evaluate_checkpoint(
         options: ``load_dataset`` options (default: the training run's, for its own data set).
         batch_size: molecules per batch.
         device: ``cpu``, ``cuda`` or ``auto``.
+        predictions: also return each molecule's labels and predictions as a DataFrame
+            (key ``"predictions"``; :func:`evaluation_frame`).
 
     Returns:
         ``{"checkpoint", "members", "dataset", "split", "num_molecules", "task", "target_names",
-        "metrics", "member_metrics"}``; ``members``: the checkpoint file of every model scored;
-        ``member_metrics``: each member's own metrics, in that order (one model: ``[metrics]``).
+        "metrics", "member_metrics"}`` (and ``"predictions"``); ``members``: the checkpoint file
+        of every model scored; ``member_metrics``: each member's own metrics, in that order (one
+        model: ``[metrics]``).
 
     Raises:
         MolsepnormError: ensemble members that predict different things (as ``predict``).
@@ -63,6 +77,73 @@ def evaluate_checkpoint(
     metrics = compute_metrics(task.type, out.targets, out.mean(), task.target_names, dataset=splits.name)
     member_metrics = [metrics] if len(runners) == 1 else [
         compute_metrics(task.type, out.targets, values, task.target_names, dataset=splits.name) for values in out.values]
-    return {"checkpoint": ", ".join(str(s) for s in specs), "members": [str(p) for p in paths],
-            "dataset": splits.name, "split": split, "num_molecules": len(data), "task": task.type,
-            "target_names": list(task.target_names), "metrics": metrics, "member_metrics": member_metrics}
+    report = {"checkpoint": ", ".join(str(s) for s in specs), "members": [str(p) for p in paths],
+              "dataset": splits.name, "split": split, "num_molecules": len(data), "task": task.type,
+              "target_names": list(task.target_names), "metrics": metrics, "member_metrics": member_metrics}
+    if predictions:
+        report["predictions"] = evaluation_frame(splits, split, out.targets, out.mean(), task.type,
+                                                 std=out.std() if len(runners) > 1 else None)
+    return report
+
+
+def evaluation_frame(
+    splits: "DatasetSplits",
+    split: str,
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    task: str,
+    std: Optional[np.ndarray] = None,
+) -> "pd.DataFrame":
+    """Each molecule of a split with its labels and predictions, one row per molecule in the
+    order the split holds them (the order of :func:`~molsepnorm.inference.runner.run`'s rows).
+
+    Columns: ``split`` (only for ``split="all"``: train, val and test in that order),
+    ``index`` (the molecule's index in the data set: :attr:`DatasetSplits.split_indices`),
+    ``id`` and ``smiles`` where the data set keeps them, then per target ``t``: ``t_true``
+    (NaN where unlabelled), ``t_pred`` (a probability for a binary task), ``t_std`` (an
+    ensemble's spread, with ``std``) and, for regression, ``t_error`` (``t_pred - t_true``).
+
+    Args:
+        splits: the data set the rows come from.
+        split: ``train``, ``val``, ``test`` or ``all``.
+        y_true, y_pred: ``(M, T)`` labels and predictions in the data set's units.
+        task: ``"regression"`` or ``"binary"``.
+        std: ``(M, T)`` the members' standard deviation of an ensemble, or None.
+
+    Raises:
+        ValueError: arrays whose shape is not ``(molecules of the split, targets)``.
+    """
+    import pandas as pd
+
+    parts = PARTS if split == "all" else (split,)
+    indices = [np.asarray(splits.split_indices[part], dtype=np.int64) for part in parts]
+    index = np.concatenate(indices) if indices else np.empty(0, dtype=np.int64)
+    shape = (len(index), len(splits.target_names))
+    for name, values in (("y_true", y_true), ("y_pred", y_pred), ("std", std)):
+        if values is not None and np.shape(values) != shape:
+            raise ValueError(f"{name} has shape {np.shape(values)}; the {split} split of {splits.name} needs {shape}")
+    columns: dict[str, Any] = {}
+    if split == "all":
+        columns["split"] = [part for part, ids in zip(parts, indices) for _ in range(len(ids))]
+    columns["index"] = index
+    if splits.ids is not None:
+        columns["id"] = [splits.ids[i] for i in index]
+    if splits.smiles is not None:
+        columns["smiles"] = [splits.smiles[i] for i in index]
+    for t, name in enumerate(splits.target_names):
+        columns[f"{name}_true"] = np.asarray(y_true, dtype=np.float64)[:, t]
+        columns[f"{name}_pred"] = np.asarray(y_pred, dtype=np.float64)[:, t]
+        if std is not None:
+            columns[f"{name}_std"] = np.asarray(std, dtype=np.float64)[:, t]
+        if task == "regression":
+            columns[f"{name}_error"] = columns[f"{name}_pred"] - columns[f"{name}_true"]
+    return pd.DataFrame(columns)
+
+
+def write_evaluation_csv(frame: "pd.DataFrame", path: PathLike) -> None:
+    """Write an :func:`evaluation_frame` as CSV, atomically: numbers to 7 significant digits
+    (float32's precision, as ``predict`` writes them), empty cells for NaN."""
+    from molsepnorm._atomic import atomic_write
+
+    with atomic_write(path, newline="") as fh:
+        frame.to_csv(fh, index=False, float_format="%.7g")

@@ -19,7 +19,8 @@ Read top to bottom:
    of the best epochs' weights, :mod:`~molsepnorm.train.soup`), with ``train.companion``
    a fingerprint model fitted on the training split (now, or before the first epoch) and
    blended in (:mod:`~molsepnorm.train.companion`, :mod:`~molsepnorm.train.blend`), on the
-   test split, ``best.pt``, ``results.json``.
+   test split, ``best.pt``, ``results.json`` and ``test_predictions.csv`` (each test molecule's
+   label and prediction, :func:`~molsepnorm.inference.evaluate.evaluation_frame`).
 
 Checkpoints are :class:`~molsepnorm.checkpoint.Checkpoint` objects; ``last.pt`` also
 carries the training state of :mod:`~molsepnorm.train.state`.
@@ -45,6 +46,7 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.data.columns import num_atoms, targets
 from molsepnorm.errors import MolsepnormError
+from molsepnorm.inference.evaluate import evaluation_frame, write_evaluation_csv
 from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_ahead, is_better, summary_table
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
@@ -557,7 +559,8 @@ class Trainer:
         companion = self._fit_companion()
         if companion is not None and best_state is not None:
             best_state = {k: v.detach().clone() for k, v in self.eval_model.state_dict().items()}
-        test = self.evaluate("test")
+        y_test, p_test = self.predict("test")
+        test = self._metrics(y_test, p_test)
         # the best epoch's validation scores are known; an average's, a blend's or the last weights' are not
         known = best_state is not None and not averaged and companion is None
         val = dict(st.best_val) if known else self.evaluate("val")
@@ -571,6 +574,8 @@ class Trainer:
                     metrics["companion"] = companion.to_dict()
                 best = self._checkpoint("best", state_dict=best_state, metrics=metrics)
                 best.save(self.run_dir.best)
+            write_evaluation_csv(evaluation_frame(self.splits, "test", y_test, p_test, self.task),
+                                 self.run_dir.test_predictions)
             self.run_dir.write_results({
                 "dataset": self.splits.name, "task": self.task, "metric": self.metric, "monitor": self.monitor,
                 "norm": self.model_config.norm, "seed": self.tc.seed, "best_epoch": st.best_epoch,

@@ -43,6 +43,18 @@ def test_train_on_an_sdf_then_evaluate(trained: Path) -> None:
     expected = json.loads((trained / "results.json").read_text())["test"]
     assert report["dataset"] == "first_200.props.sdf" and report["num_molecules"] == 20
     assert report["target_names"] == ["AMW"] and report["metrics"]["mae"] == pytest.approx(expected["mae"])
+    # the run's per-molecule table names each test record as predict does: its SD title, here
+    # empty in every record, so its record number
+    import pandas as pd
+    from rdkit import Chem
+
+    records = list(Chem.SDMolSupplier(str(FIRST_200)))
+    assert {m.GetProp("_Name") for m in records} == {""}
+    table = pd.read_csv(trained / "test_predictions.csv")
+    assert list(table.columns[:3]) == ["index", "id", "smiles"] and len(table) == 20
+    assert table["id"].tolist() == [i + 1 for i in split["indices"]["test"]]
+    assert table["AMW_true"].tolist() == pytest.approx([records[i].GetDoubleProp("AMW")
+                                                        for i in split["indices"]["test"]], rel=1e-6)
 
 
 def test_evaluate_on_a_gzipped_sdf_given_by_flags(trained: Path, tmp_path: Path) -> None:

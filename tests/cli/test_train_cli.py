@@ -106,6 +106,61 @@ def test_evaluate_scores_an_ensemble_on_the_mean_prediction_as_predict_makes_it(
     assert f"{report['member_metrics'][1]['mae']:.4f}" in printed.stdout
 
 
+def test_training_writes_each_test_molecules_prediction(trained):
+    import pandas as pd
+
+    from molsepnorm.checkpoint import Checkpoint, checkpoint_data
+
+    run, _ = trained
+    table = pd.read_csv(run / "test_predictions.csv")
+    _, splits = checkpoint_data(Checkpoint.load(run / "best.pt"), None, "test")
+    test = [int(i) for i in splits.split_indices["test"]]
+    assert list(table.columns) == ["index", "smiles", "tpsa_true", "tpsa_pred", "tpsa_error"]
+    assert table["index"].tolist() == test and table["smiles"].tolist() == [splits.smiles[i] for i in test]
+    truth = [float(g.y) for g in splits.test]
+    assert table["tpsa_true"].to_numpy() == pytest.approx(truth, rel=1e-6)
+    assert table["tpsa_error"].to_numpy() == pytest.approx(table["tpsa_pred"] - table["tpsa_true"], abs=1e-4)
+    expected = json.loads((run / "results.json").read_text())["test"]["mae"]
+    assert table["tpsa_error"].abs().mean() == pytest.approx(expected, rel=1e-5)
+
+
+def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_path):
+    import pandas as pd
+
+    from molsepnorm.predict import Predictor
+
+    run, _ = trained
+    members = [str(run / "best.pt"), str(run / "last.pt")]
+    csv, png = tmp_path / "val.csv", tmp_path / "val.png"
+    result = CliRunner().invoke(evaluate, ["-m", members[0], "-m", members[1], "--split", "val",
+                                           "--predictions", str(csv), "--plot", str(png), "--json", str(tmp_path / "m.json")])
+    assert result.exit_code == 0, result.output
+    assert f"wrote {csv}" in result.stdout and f"wrote {png}" in result.stdout
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert "predictions" not in report  # the table goes to its own file, not into the JSON
+    table = pd.read_csv(csv)
+    assert list(table.columns) == ["index", "smiles", "tpsa_true", "tpsa_pred", "tpsa_std", "tpsa_error"]
+    assert len(table) == report["num_molecules"]
+    assert table["tpsa_error"].abs().mean() == pytest.approx(report["metrics"]["mae"], rel=1e-5)
+    frame = Predictor.load(members).predict(table["smiles"].tolist())  # what predict says of the same molecules
+    assert table["tpsa_pred"].to_numpy() == pytest.approx(frame["tpsa"].to_numpy(), rel=1e-5)
+    assert table["tpsa_std"].to_numpy() == pytest.approx(frame["tpsa_std"].to_numpy(), rel=1e-4, abs=1e-5)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    everything = tmp_path / "all.csv"
+    result = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "all", "--predictions", str(everything)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(everything)
+    assert table["split"].tolist() == sorted(table["split"], key=["train", "val", "test"].index)
+    assert "tpsa_std" not in table.columns
+
+
+def test_evaluate_refuses_a_figure_format_before_scoring(trained, tmp_path):
+    run, _ = trained
+    result = CliRunner().invoke(evaluate, ["-m", str(run / "best.pt"), "--plot", str(tmp_path / "parity.txt")])
+    assert result.exit_code == 2 and "cannot write a .txt figure" in result.output
+    assert "mae" not in result.output and not list(tmp_path.iterdir())
+
+
 def test_evaluate_warns_when_an_ensembles_members_were_trained_on_different_data(trained, tmp_path):
     import dataclasses
     import warnings

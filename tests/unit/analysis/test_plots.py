@@ -1,7 +1,13 @@
-"""Training curves (molsepnorm.analysis.plots.plot_curves): which panels, and where the best epoch is marked."""
+"""Figures of molsepnorm.analysis.plots: training curves (which panels, where the best epoch is
+marked) and a model's predictions against its labels (parity plots, ROC and precision-recall curves)."""
 from __future__ import annotations
 
-from molsepnorm.analysis.plots import plot_curves
+import numpy as np
+import pytest
+from matplotlib.collections import PolyCollection
+from sklearn.metrics import average_precision_score, roc_auc_score
+
+from molsepnorm.analysis.plots import PARITY_BIN_ABOVE, check_figure_path, plot_curves, plot_evaluation, save_figure
 
 
 def _rows(own, blend=None):
@@ -37,3 +43,72 @@ def test_a_run_monitored_on_the_graphormer_marks_its_own_best_epoch():
     panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
     assert "validation MAE, blend" not in panels
     assert _stars(panels["validation MAE"]) == [(4.0, 0.5)]
+
+
+# --- predictions against labels (plot_evaluation) -------------------------------------------
+
+def _texts(ax):
+    return " ".join(t.get_text() for t in ax.texts)
+
+
+def test_a_parity_plot_per_target_states_the_metrics_of_its_labelled_molecules():
+    rng = np.random.default_rng(0)
+    y = rng.normal(50, 20, size=(300, 2))
+    p = y + rng.normal(0, [1.0, 5.0], size=(300, 2))
+    y[:100, 1] = np.nan  # the second target is labelled on 200 molecules only
+    fig = plot_evaluation(y, p, "regression", ["tpsa", "logp"])
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    assert set(panels) == {"tpsa", "logp"}
+    assert panels["logp"].get_xlabel() == "true logp" and panels["logp"].get_ylabel() == "predicted logp"
+    mae = np.abs(p[100:, 1] - y[100:, 1]).mean()
+    assert f"MAE {mae:.4g}" in _texts(panels["logp"]) and "n = 200" in _texts(panels["logp"])
+    assert "n = 300" in _texts(panels["tpsa"])
+    dots = panels["logp"].collections[0].get_offsets()
+    assert len(dots) == 200  # unlabelled molecules are not drawn
+    low, high = panels["tpsa"].get_xlim()
+    assert panels["tpsa"].get_ylim() == (low, high) and low < min(y[:, 0].min(), p[:, 0].min())
+
+
+def test_a_large_parity_plot_bins_its_points():
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=PARITY_BIN_ABOVE + 1)
+    fig = plot_evaluation(y, y + rng.normal(0, 0.1, size=y.size), "regression")
+    ax = fig.axes[0]
+    assert isinstance(ax.collections[0], PolyCollection)  # hexagons, with a colour bar beside them
+    assert ax.collections[0].get_array().sum() == y.size
+    assert any(a.get_label() == "<colorbar>" for a in fig.axes)
+
+
+def test_classification_draws_roc_and_precision_recall_curves_with_their_areas():
+    rng = np.random.default_rng(2)
+    y = (rng.random((400, 2)) < 0.2).astype(float)
+    s = np.clip(0.3 * y + rng.random((400, 2)) * 0.7, 0, 1)
+    y[:, 1] = 0.0  # one class only: no curve
+    fig = plot_evaluation(y, s, "binary", ["active", "toxic"])
+    panels = {ax.get_title(): ax for ax in fig.axes}
+    assert set(panels) == {"active: ROC", "active: precision-recall", "toxic: ROC", "toxic: precision-recall"}
+    roc_labels = [line.get_label() for line in panels["active: ROC"].get_lines()]
+    assert f"ROC-AUC {roc_auc_score(y[:, 0], s[:, 0]):.3f}" in roc_labels
+    pr_labels = [line.get_label() for line in panels["active: precision-recall"].get_lines()]
+    assert f"PR-AUC {average_precision_score(y[:, 0], s[:, 0]):.3f}" in pr_labels
+    assert f"chance ({y[:, 0].mean():.3f})" in pr_labels
+    assert "one class only" in _texts(panels["toxic: ROC"]) and not panels["toxic: ROC"].get_lines()
+
+
+def test_plot_evaluation_refuses_mismatched_input():
+    with pytest.raises(ValueError, match="differ in shape"):
+        plot_evaluation(np.zeros((3, 1)), np.zeros((4, 1)), "regression")
+    with pytest.raises(ValueError, match="2 target names for 1"):
+        plot_evaluation(np.zeros(3), np.zeros(3), "regression", ["a", "b"])
+    with pytest.raises(ValueError, match="unknown task"):
+        plot_evaluation(np.zeros(3), np.zeros(3), "multiclass")
+
+
+def test_figure_paths_are_checked_before_the_work_and_written_whole(tmp_path):
+    with pytest.raises(ValueError, match=r"cannot write a \.txt figure.*\.png"):
+        check_figure_path(tmp_path / "parity.txt")
+    assert check_figure_path(tmp_path / "parity.svg") == tmp_path / "parity.svg"
+    fig = plot_evaluation(np.arange(5.0), np.arange(5.0), "regression")
+    path = save_figure(fig, tmp_path / "sub" / "parity.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["parity.png"]  # no temporary file left
