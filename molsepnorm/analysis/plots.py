@@ -219,6 +219,7 @@ def plot_evaluation(
     target_names: Optional[Sequence[str]] = None,
     title: Optional[str] = None,
     panel_size: tuple[float, float] = (4.2, 4.0),
+    flagged: Any = None,
 ) -> Figure:
     """A model's predictions against the labels, one panel per target (two for a binary one).
 
@@ -228,6 +229,8 @@ def plot_evaluation(
     the precision-recall curve (with the positive rate, chance's precision), ROC-AUC and
     PR-AUC (average precision) in their legends.  Molecules without a label for a target are
     left out of its panels; a target with one class only says so in place of its curves.
+    With ``flagged``, a parity plot draws the molecules with an applicability warning in a
+    colour of their own, on top, so that one sees whether the warned molecules err more.
     The figures come from :func:`~molsepnorm.inference.metrics.compute_metrics`, so they are
     the ones ``evaluate`` prints (but for molhiv's ROC-AUC, which OGB's Evaluator computes
     the same way).
@@ -240,6 +243,8 @@ def plot_evaluation(
         target_names: a name per target, for the axes (default ``target 0``, ...).
         title: figure title.
         panel_size: inches per panel.
+        flagged: ``(M,)`` booleans, True for a molecule with an applicability warning
+            (``evaluation_frame``'s ``warning`` column not empty), or None.
     """
     y = np.asarray(y_true, dtype=np.float64)
     p = np.asarray(y_pred, dtype=np.float64)
@@ -251,6 +256,9 @@ def plot_evaluation(
     names = list(target_names) if target_names is not None else [f"target {t}" for t in range(y.shape[1])]
     if len(names) != y.shape[1]:
         raise ValueError(f"{len(names)} target names for {y.shape[1]} targets")
+    warned = np.zeros(y.shape[0], dtype=bool) if flagged is None else np.asarray(flagged, dtype=bool).ravel()
+    if warned.shape != (y.shape[0],):
+        raise ValueError(f"flagged has {warned.size} values for {y.shape[0]} molecules")
     per_target = 1 if task == "regression" else 2
     n = y.shape[1] * per_target
     cols = min(n, 3) if task == "regression" else 2
@@ -261,7 +269,7 @@ def plot_evaluation(
         labelled = np.isfinite(y[:, t])
         yt, pt = y[labelled, t], p[labelled, t]
         if task == "regression":
-            _parity_panel(fig, axes[t], yt, pt, name)
+            _parity_panel(fig, axes[t], yt, pt, name, warned[labelled])
         else:
             _classification_panels(axes[2 * t], axes[2 * t + 1], yt, pt, name)
     for ax in axes[n:]:
@@ -271,7 +279,7 @@ def plot_evaluation(
     return fig
 
 
-def _parity_panel(fig: Figure, ax: Any, y: np.ndarray, p: np.ndarray, name: str) -> None:
+def _parity_panel(fig: Figure, ax: Any, y: np.ndarray, p: np.ndarray, name: str, warned: np.ndarray) -> None:
     ax.set_title(name)
     ax.set_xlabel(f"true {name}")
     ax.set_ylabel(f"predicted {name}")
@@ -281,11 +289,16 @@ def _parity_panel(fig: Figure, ax: Any, y: np.ndarray, p: np.ndarray, name: str)
     low, high = float(min(y.min(), p.min())), float(max(y.max(), p.max()))
     pad = 0.04 * (high - low) if high > low else 1.0
     low, high = low - pad, high + pad
+    size = float(np.clip(3000 / y.size, 4, 24))
     if y.size > PARITY_BIN_ABOVE:
         cells = ax.hexbin(y, p, gridsize=60, bins="log", mincnt=1, cmap="viridis", extent=(low, high, low, high))
         fig.colorbar(cells, ax=ax, label="molecules (log scale)")
     else:
-        ax.scatter(y, p, s=float(np.clip(3000 / y.size, 4, 24)), alpha=0.6, linewidths=0, color="C0")
+        ax.scatter(y[~warned], p[~warned], s=size, alpha=0.6, linewidths=0, color="C0",
+                   label=f"no warning ({int((~warned).sum()):,})" if warned.any() else None)
+    if warned.any():
+        ax.scatter(y[warned], p[warned], s=max(size, 10.0), alpha=0.9, linewidths=0, color="C3",
+                   label=f"applicability warning ({int(warned.sum()):,})")
     ax.plot([low, high], [low, high], linestyle="--", color="0.4", linewidth=1, label="y = x")
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)

@@ -27,6 +27,8 @@ _EXPORTS = {
     "TargetScaler": "molsepnorm.checkpoint.scaling",
     "ApplicabilityDomain": "molsepnorm.checkpoint.domain",
     "check_domains": "molsepnorm.checkpoint.domain",
+    "distinct_domains": "molsepnorm.checkpoint.domain",
+    "domain_warning": "molsepnorm.checkpoint.domain",
     "BUNDLED": "molsepnorm.checkpoint.bundled",
     "DEFAULT_MODEL": "molsepnorm.checkpoint.bundled",
     "UnknownModelError": "molsepnorm.checkpoint.bundled",

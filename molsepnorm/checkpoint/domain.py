@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
 
@@ -49,11 +50,12 @@ from molsepnorm.chem.parse import parse_molecule
 from molsepnorm.chem.zinc_vocab import mol_from_zinc_graph, parse_zinc_token
 
 if TYPE_CHECKING:
+    from molsepnorm.checkpoint.checkpoint import Checkpoint
     from molsepnorm.data.registry import DatasetSplits
 
 __all__ = ["ApplicabilityDomain", "FingerprintSample", "DEFAULT_TANIMOTO_THRESHOLD", "DEFAULT_MAX_FINGERPRINTS",
            "RARE_ELEMENT_MOLECULES", "RARE_ELEMENT_FRACTION",
-           "check_domains"]
+           "check_domains", "distinct_domains", "domain_warning"]
 
 #: Nearest-neighbour Tanimoto below which a molecule is flagged (docs/applicability.md: no
 #: nci-tpsa test molecule and 0.4 % of 500 MOSES drug-like molecules fall below it).
@@ -435,6 +437,26 @@ class ApplicabilityDomain:
                 f"Tanimoto threshold {self.tanimoto_threshold:g}")
 
 
+def distinct_domains(checkpoints: Sequence["Checkpoint"], stacklevel: int = 2) -> list[ApplicabilityDomain]:
+    """The distinct applicability domains of an ensemble's checkpoints (members trained on
+    one split share one).  A trained model without one (its checkpoint predates them) is
+    noted once in a ``UserWarning``: its molecules get no warning; a pretrained encoder has
+    none and needs none (it was trained on no labelled split)."""
+    from molsepnorm.checkpoint.checkpoint import PRETRAINED
+
+    domains: list[ApplicabilityDomain] = []
+    for checkpoint in checkpoints:
+        domain = checkpoint.applicability
+        if domain is None and checkpoint.task.type == PRETRAINED:
+            continue
+        if domain is None:
+            warnings.warn(f"{checkpoint.name}: the model carries no applicability data (its checkpoint predates "
+                          "it): its predictions get no warning", UserWarning, stacklevel=stacklevel + 1)
+        elif all(domain.digest() != d.digest() for d in domains):
+            domains.append(domain)
+    return domains
+
+
 def check_domains(domains: Sequence[ApplicabilityDomain], molecule: MolOrGraph,
                   mol: Optional[Chem.Mol] = None) -> str:
     """The reasons of every domain (an ensemble's models), each once, joined with ``"; "``."""
@@ -442,6 +464,17 @@ def check_domains(domains: Sequence[ApplicabilityDomain], molecule: MolOrGraph,
     for domain in domains:
         reasons.extend(r for r in domain.reasons(molecule, mol) if r not in reasons)
     return "; ".join(reasons)
+
+
+def domain_warning(domains: Sequence[ApplicabilityDomain], graph: Any, mol: Optional[Chem.Mol] = None) -> str:
+    """:func:`check_domains` for a molecule already predicted: a check that fails says so
+    (``"applicability not checked: ..."``) instead of raising, since the prediction stands."""
+    if not domains:
+        return ""
+    try:
+        return check_domains(domains, graph, mol)
+    except Exception as exc:  # noqa: BLE001 - one odd molecule must not end a run of millions
+        return f"applicability not checked: {type(exc).__name__}: {exc}"
 
 
 # --- helpers -------------------------------------------------------------------------------

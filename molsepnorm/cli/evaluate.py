@@ -24,6 +24,9 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
 @click.option("--predictions", "predictions_path", type=click.Path(dir_okay=False), default=None,
               help="Also write every molecule's label and prediction to this CSV: index, id, smiles, and per "
                    "target <t>_true, <t>_pred, <t>_std (an ensemble), <t>_error (regression).")
+@click.option("--applicability/--no-applicability", default=True, show_default=True,
+              help="Check every molecule against the model's training data, as predict does (the warning column "
+                   "of --predictions), and score the molecules with a warning and those without apart.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also draw the predictions against the labels to this figure (.png, .pdf, .svg): a parity "
                    "plot for regression, ROC and precision-recall curves for classification.")
@@ -31,7 +34,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
              smiles_column: Optional[str], target_columns: Optional[str], id_column: Optional[str],
              split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str], on_invalid: Optional[str],
              batch_size: int, device: str, json_path: Optional[str], predictions_path: Optional[str],
-             plot_path: Optional[str]) -> None:
+             applicability: bool, plot_path: Optional[str]) -> None:
     """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
 
     Without --dataset, the data set the model was trained on, split as in training.
@@ -60,7 +63,8 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
     try:
         report = evaluate_checkpoint(list(models), dataset=dataset, split=split, data_root=data_root,
                                      options=options or None, batch_size=batch_size, device=device,
-                                     predictions=predictions_path is not None or plot_path is not None)
+                                     predictions=predictions_path is not None or plot_path is not None,
+                                     applicability=applicability)
     except MolsepnormError as err:
         raise click.ClickException(str(err)) from err
     frame = report.pop("predictions", None)
@@ -75,6 +79,9 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
         rows = {f"{split} (ensemble)": report["metrics"]}
         rows.update((f"  member {i + 1}: {member}", metrics)
                     for i, (member, metrics) in enumerate(zip(report["members"], report["member_metrics"])))
+    for name, metrics in report.get("metrics_by_warning", {}).items():  # do the warnings point at worse predictions?
+        count = report["num_flagged"] if name == "warning" else report["num_molecules"] - report["num_flagged"]
+        rows[f"  {'with an applicability warning' if name == 'warning' else 'no warning'} ({count:,})"] = metrics
     click.echo(summary_table(rows))
     if len(report["target_names"]) > 1:
         for name in report["target_names"]:
@@ -105,6 +112,7 @@ def _write_pictures(frame: Any, report: dict[str, Any], predictions_path: Option
         names = report["target_names"]
         fig = plot_evaluation(frame[[f"{t}_true" for t in names]].to_numpy(),
                               frame[[f"{t}_pred" for t in names]].to_numpy(), report["task"], names,
-                              title=f"{report['checkpoint']} on {report['dataset']} {report['split']}")
+                              title=f"{report['checkpoint']} on {report['dataset']} {report['split']}",
+                              flagged=frame["warning"].astype(bool).to_numpy() if "warning" in frame else None)
         written.append(str(save_figure(fig, plot_path)))
     return written

@@ -27,6 +27,7 @@ def evaluate_checkpoint(
     batch_size: int = 128,
     device: str = "cpu",
     predictions: bool = False,
+    applicability: bool = True,
 ) -> dict[str, Any]:
     """Metrics of a checkpoint's model on a split of a data set.
 
@@ -43,17 +44,22 @@ def evaluate_checkpoint(
         device: ``cpu``, ``cuda`` or ``auto``.
         predictions: also return each molecule's labels and predictions as a DataFrame
             (key ``"predictions"``; :func:`evaluation_frame`).
+        applicability: check every molecule against the models' applicability domains, as
+            ``predict`` does (its ``warning`` column), and score the molecules with a warning
+            and those without apart: does the warning point at worse predictions?
 
     Returns:
         ``{"checkpoint", "members", "dataset", "split", "num_molecules", "task", "target_names",
-        "metrics", "member_metrics"}`` (and ``"predictions"``); ``members``: the checkpoint file
-        of every model scored; ``member_metrics``: each member's own metrics, in that order (one
-        model: ``[metrics]``).
+        "metrics", "member_metrics"}``, with ``applicability`` ``"num_flagged"`` (molecules
+        with a warning) and, when some are, ``"metrics_by_warning"`` (``{"no warning": metrics,
+        "warning": metrics}``), and with ``predictions`` ``"predictions"``; ``members``: the
+        checkpoint file of every model scored; ``member_metrics``: each member's own metrics, in
+        that order (one model: ``[metrics]``).
 
     Raises:
         MolsepnormError: ensemble members that predict different things (as ``predict``).
     """
-    from molsepnorm.checkpoint import Checkpoint, check_ensemble, checkpoint_data, resolve_models
+    from molsepnorm.checkpoint import Checkpoint, check_ensemble, checkpoint_data, distinct_domains, resolve_models
     from molsepnorm.inference.device import resolve_device
     from molsepnorm.inference.metrics import compute_metrics
     from molsepnorm.inference.runner import Runner, run
@@ -80,10 +86,54 @@ def evaluate_checkpoint(
     report = {"checkpoint": ", ".join(str(s) for s in specs), "members": [str(p) for p in paths],
               "dataset": splits.name, "split": split, "num_molecules": len(data), "task": task.type,
               "target_names": list(task.target_names), "metrics": metrics, "member_metrics": member_metrics}
+    flags = None
+    if applicability:
+        domains = distinct_domains(checkpoints, stacklevel=2)
+        if domains:
+            flags = applicability_warnings(domains, data, split_smiles(splits, split))
+            flagged = np.array([bool(w) for w in flags], dtype=bool)
+            report["num_flagged"] = int(flagged.sum())
+            if flagged.any():
+                report["metrics_by_warning"] = {
+                    name: compute_metrics(task.type, out.targets[rows], out.mean()[rows], task.target_names,
+                                          dataset=splits.name)
+                    for name, rows in (("no warning", ~flagged), ("warning", flagged))}
     if predictions:
         report["predictions"] = evaluation_frame(splits, split, out.targets, out.mean(), task.type,
-                                                 std=out.std() if len(runners) > 1 else None)
+                                                 std=out.std() if len(runners) > 1 else None,
+                                                 warning_column=flags)
     return report
+
+
+def split_indices(splits: "DatasetSplits", split: str) -> tuple[list[str], list[np.ndarray]]:
+    """The parts (``train``/``val``/``test``) of ``split`` (``all``: the three, in that order)
+    and each part's molecules as data-set indices, in the order the split holds them."""
+    parts = list(PARTS) if split == "all" else [split]
+    return parts, [np.asarray(splits.split_indices[part], dtype=np.int64) for part in parts]
+
+
+def split_smiles(splits: "DatasetSplits", split: str) -> Optional[list[str]]:
+    """The SMILES of a split's molecules in its order; None where the data set keeps none (ZINC)."""
+    if splits.smiles is None:
+        return None
+    return [splits.smiles[i] for ids in split_indices(splits, split)[1] for i in ids]
+
+
+def applicability_warnings(domains: Sequence[Any], graphs: Sequence[Any],
+                           smiles: Optional[Sequence[str]] = None) -> list[str]:
+    """Why each molecule lies outside the applicability domains (``""``: it does not), as
+    ``predict``'s ``warning`` column says it; ``smiles`` (one per graph) gives the molecule
+    for the similarity check where the graph keeps no SMILES of its own (OGB's molhiv)."""
+    from rdkit import Chem, rdBase
+
+    from molsepnorm.checkpoint.domain import domain_warning
+
+    out = []
+    with rdBase.BlockLogs():
+        for i, graph in enumerate(graphs):
+            mol = Chem.MolFromSmiles(smiles[i]) if smiles is not None and not hasattr(graph, "smiles") else None
+            out.append(domain_warning(domains, graph, mol))
+    return out
 
 
 def evaluation_frame(
@@ -93,6 +143,7 @@ def evaluation_frame(
     y_pred: np.ndarray,
     task: str,
     std: Optional[np.ndarray] = None,
+    warning_column: Optional[Sequence[str]] = None,
 ) -> "pd.DataFrame":
     """Each molecule of a split with its labels and predictions, one row per molecule in the
     order the split holds them (the order of :func:`~molsepnorm.inference.runner.run`'s rows).
@@ -101,7 +152,8 @@ def evaluation_frame(
     ``index`` (the molecule's index in the data set: :attr:`DatasetSplits.split_indices`),
     ``id`` and ``smiles`` where the data set keeps them, then per target ``t``: ``t_true``
     (NaN where unlabelled), ``t_pred`` (a probability for a binary task), ``t_std`` (an
-    ensemble's spread, with ``std``) and, for regression, ``t_error`` (``t_pred - t_true``).
+    ensemble's spread, with ``std``) and, for regression, ``t_error`` (``t_pred - t_true``);
+    last ``warning`` (with ``warning_column``: :func:`applicability_warnings`, empty when none).
 
     Args:
         splits: the data set the rows come from.
@@ -109,19 +161,21 @@ def evaluation_frame(
         y_true, y_pred: ``(M, T)`` labels and predictions in the data set's units.
         task: ``"regression"`` or ``"binary"``.
         std: ``(M, T)`` the members' standard deviation of an ensemble, or None.
+        warning_column: one applicability warning per molecule, or None.
 
     Raises:
         ValueError: arrays whose shape is not ``(molecules of the split, targets)``.
     """
     import pandas as pd
 
-    parts = PARTS if split == "all" else (split,)
-    indices = [np.asarray(splits.split_indices[part], dtype=np.int64) for part in parts]
-    index = np.concatenate(indices) if indices else np.empty(0, dtype=np.int64)
+    parts, indices = split_indices(splits, split)
+    index = np.concatenate(indices)
     shape = (len(index), len(splits.target_names))
     for name, values in (("y_true", y_true), ("y_pred", y_pred), ("std", std)):
         if values is not None and np.shape(values) != shape:
             raise ValueError(f"{name} has shape {np.shape(values)}; the {split} split of {splits.name} needs {shape}")
+    if warning_column is not None and len(warning_column) != len(index):
+        raise ValueError(f"{len(warning_column)} warnings for the {len(index)} molecules of the {split} split")
     columns: dict[str, Any] = {}
     if split == "all":
         columns["split"] = [part for part, ids in zip(parts, indices) for _ in range(len(ids))]
@@ -137,6 +191,8 @@ def evaluation_frame(
             columns[f"{name}_std"] = np.asarray(std, dtype=np.float64)[:, t]
         if task == "regression":
             columns[f"{name}_error"] = columns[f"{name}_pred"] - columns[f"{name}_true"]
+    if warning_column is not None:
+        columns["warning"] = list(warning_column)
     return pd.DataFrame(columns)
 
 

@@ -79,12 +79,9 @@ def _warning(domains: Sequence[Any], graph: Any, mol: Any) -> Optional[str]:
     """The applicability warning of one featurized molecule (None: inside every domain)."""
     if not domains:
         return None
-    from molsepnorm.checkpoint.domain import check_domains
+    from molsepnorm.checkpoint.domain import domain_warning
 
-    try:
-        return check_domains(domains, graph, mol) or None
-    except Exception as exc:  # noqa: BLE001 - the prediction stands; say the check could not be made
-        return f"applicability not checked: {type(exc).__name__}: {exc}"
+    return domain_warning(domains, graph, mol) or None
 
 
 def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence, Union
 
@@ -154,7 +153,9 @@ class Predictor:
         if max_atoms is not None and max_atoms < 1:
             raise ValueError(f"max_atoms must be >= 1 or None, got {max_atoms}")
         self.max_atoms = max_atoms
-        self.domains = _domains(self.members) if applicability else []
+        from molsepnorm.checkpoint.domain import distinct_domains
+
+        self.domains = distinct_domains([m.checkpoint for m in self.members], stacklevel=3) if applicability else []
         resolve_member_threads(member_threads, len(self.members), self.device)  # refuse a bad value now
         self.member_threads = member_threads
 
@@ -428,25 +429,6 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
         else:
             raise TypeError(f"molecule {i + 1}: expected a SMILES string or an RDKit Mol, got {type(item).__name__}")
     return records
-
-
-def _domains(members: Sequence[Member]) -> list[Any]:
-    """The distinct applicability domains of the members (an ensemble trained on one split
-    has one); a trained member without one is noted once (a pretrained encoder has none:
-    it was trained on no labelled split)."""
-    from molsepnorm.checkpoint.checkpoint import PRETRAINED
-
-    domains: list[Any] = []
-    for m in members:
-        domain = m.checkpoint.applicability
-        if domain is None and m.task == PRETRAINED:
-            continue
-        if domain is None:
-            warnings.warn(f"{m.source}: the model carries no applicability data (its checkpoint predates it): "
-                          "its predictions get no warning", UserWarning, stacklevel=4)
-        elif all(domain.digest() != d.digest() for d in domains):
-            domains.append(domain)
-    return domains
 
 
 def _check_compatible(members: Sequence[Member]) -> None:

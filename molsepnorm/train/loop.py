@@ -46,7 +46,8 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.data.columns import num_atoms, targets
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.inference.evaluate import evaluation_frame, write_evaluation_csv
+from molsepnorm.inference.evaluate import (applicability_warnings, evaluation_frame, split_smiles,
+                                           write_evaluation_csv)
 from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_ahead, is_better, summary_table
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
@@ -574,7 +575,8 @@ class Trainer:
                     metrics["companion"] = companion.to_dict()
                 best = self._checkpoint("best", state_dict=best_state, metrics=metrics)
                 best.save(self.run_dir.best)
-            write_evaluation_csv(evaluation_frame(self.splits, "test", y_test, p_test, self.task),
+            flags = applicability_warnings([self._applicability()], self.splits.test, split_smiles(self.splits, "test"))
+            write_evaluation_csv(evaluation_frame(self.splits, "test", y_test, p_test, self.task, warning_column=flags),
                                  self.run_dir.test_predictions)
             self.run_dir.write_results({
                 "dataset": self.splits.name, "task": self.task, "metric": self.metric, "monitor": self.monitor,

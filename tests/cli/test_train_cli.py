@@ -110,13 +110,16 @@ def test_training_writes_each_test_molecules_prediction(trained):
     import pandas as pd
 
     from molsepnorm.checkpoint import Checkpoint, checkpoint_data
+    from molsepnorm.predict import Predictor
 
     run, _ = trained
     table = pd.read_csv(run / "test_predictions.csv")
     _, splits = checkpoint_data(Checkpoint.load(run / "best.pt"), None, "test")
     test = [int(i) for i in splits.split_indices["test"]]
-    assert list(table.columns) == ["index", "smiles", "tpsa_true", "tpsa_pred", "tpsa_error"]
+    assert list(table.columns) == ["index", "smiles", "tpsa_true", "tpsa_pred", "tpsa_error", "warning"]
     assert table["index"].tolist() == test and table["smiles"].tolist() == [splits.smiles[i] for i in test]
+    warned = Predictor.load(run / "best.pt").applicability(table["smiles"].tolist())
+    assert table["warning"].fillna("").tolist() == warned  # as predict warns
     truth = [float(g.y) for g in splits.test]
     assert table["tpsa_true"].to_numpy() == pytest.approx(truth, rel=1e-6)
     assert table["tpsa_error"].to_numpy() == pytest.approx(table["tpsa_pred"] - table["tpsa_true"], abs=1e-4)
@@ -139,12 +142,21 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
     report = json.loads((tmp_path / "m.json").read_text())
     assert "predictions" not in report  # the table goes to its own file, not into the JSON
     table = pd.read_csv(csv)
-    assert list(table.columns) == ["index", "smiles", "tpsa_true", "tpsa_pred", "tpsa_std", "tpsa_error"]
+    assert list(table.columns) == ["index", "smiles", "tpsa_true", "tpsa_pred", "tpsa_std", "tpsa_error", "warning"]
     assert len(table) == report["num_molecules"]
     assert table["tpsa_error"].abs().mean() == pytest.approx(report["metrics"]["mae"], rel=1e-5)
     frame = Predictor.load(members).predict(table["smiles"].tolist())  # what predict says of the same molecules
     assert table["tpsa_pred"].to_numpy() == pytest.approx(frame["tpsa"].to_numpy(), rel=1e-5)
     assert table["tpsa_std"].to_numpy() == pytest.approx(frame["tpsa_std"].to_numpy(), rel=1e-4, abs=1e-5)
+    assert table["warning"].fillna("").tolist() == frame["warning"].fillna("").tolist()
+    # the molecules with a warning and those without are scored apart, in the JSON and on the terminal
+    warned = table["warning"].notna().to_numpy()
+    assert report["num_flagged"] == warned.sum() > 0
+    by = report["metrics_by_warning"]
+    assert by["warning"]["mae"] == pytest.approx(table["tpsa_error"].abs()[warned].mean(), rel=1e-5)
+    assert by["no warning"]["mae"] == pytest.approx(table["tpsa_error"].abs()[~warned].mean(), rel=1e-5)
+    assert f"with an applicability warning ({warned.sum()})" in result.stdout
+    assert f"{by['warning']['mae']:.4f}" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     everything = tmp_path / "all.csv"
     result = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "all", "--predictions", str(everything)])
@@ -152,6 +164,10 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
     table = pd.read_csv(everything)
     assert table["split"].tolist() == sorted(table["split"], key=["train", "val", "test"].index)
     assert "tpsa_std" not in table.columns
+    unchecked = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "val", "--no-applicability", "--json", "-",
+                                              "--predictions", str(everything)])
+    assert unchecked.exit_code == 0, unchecked.output
+    assert "num_flagged" not in json.loads(unchecked.stdout) and "warning" not in pd.read_csv(everything).columns
 
 
 def test_evaluate_refuses_a_figure_format_before_scoring(trained, tmp_path):

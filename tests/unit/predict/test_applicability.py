@@ -82,7 +82,8 @@ def test_a_checkpoint_without_domain_predicts_with_a_note_and_no_warnings(tmp_pa
     old = checkpoint.save(tmp_path / "old.pt")
     with pytest.warns(UserWarning, match="old.pt: the model carries no applicability data") as record:
         predictor = Predictor.load(old)
-    assert len([w for w in record if "applicability" in str(w.message)]) == 1  # one note
+    notes = [w for w in record if "applicability" in str(w.message)]
+    assert len(notes) == 1 and notes[0].filename == __file__  # one note, pointing at the caller's line
     frame = predictor.predict([URANIUM, "CCO"])
     assert frame["warning"].isna().all() and frame["tpsa"].notna().all()
     assert predictor.applicability([URANIUM]) == [""]
