@@ -26,6 +26,8 @@ PathLike = Union[str, os.PathLike]
 __all__ = ["plot_spectra", "plot_summary", "plot_curves", "plot_evaluation", "check_figure_path", "save_figure",
            "METRIC_LABELS"]
 
+#: bins of a calibration panel (equal counts; fewer on a small split, at least 20 molecules each)
+CALIBRATION_BINS = 10
 #: above this many labelled molecules a parity plot bins its points (hexagons coloured by
 #: count, log scale) instead of drawing each: 40,000 overlapping dots say less than their density
 PARITY_BIN_ABOVE = 5000
@@ -227,7 +229,9 @@ def plot_evaluation(
     in the corner (each molecule a dot; above :data:`PARITY_BIN_ABOVE` molecules, hexagons
     coloured by count).  Binary classification: the ROC curve (with chance's diagonal) and
     the precision-recall curve (with the positive rate, chance's precision), ROC-AUC and
-    PR-AUC (average precision) in their legends.  Molecules without a label for a target are
+    PR-AUC (average precision) in their legends, and a calibration curve (the fraction of
+    positives against the mean predicted probability in bins of equal counts, with the
+    Brier score): does a predicted 0.3 mean 30 % active?  Molecules without a label for a target are
     left out of its panels; a target with one class only says so in place of its curves.
     With ``flagged``, a parity plot draws the molecules with an applicability warning in a
     colour of their own, on top, so that one sees whether the warned molecules err more.
@@ -259,9 +263,9 @@ def plot_evaluation(
     warned = np.zeros(y.shape[0], dtype=bool) if flagged is None else np.asarray(flagged, dtype=bool).ravel()
     if warned.shape != (y.shape[0],):
         raise ValueError(f"flagged has {warned.size} values for {y.shape[0]} molecules")
-    per_target = 1 if task == "regression" else 2
+    per_target = 1 if task == "regression" else 3
     n = y.shape[1] * per_target
-    cols = min(n, 3) if task == "regression" else 2
+    cols = min(n, 3)
     rows_n = math.ceil(n / cols)
     fig = Figure(figsize=(panel_size[0] * cols, panel_size[1] * rows_n + 0.5), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows_n, cols, squeeze=False)).ravel()
@@ -271,10 +275,10 @@ def plot_evaluation(
         if task == "regression":
             _parity_panel(fig, axes[t], yt, pt, name, warned[labelled])
         else:
-            _classification_panels(axes[2 * t], axes[2 * t + 1], yt, pt, name)
+            _classification_panels(*axes[3 * t:3 * t + 3], yt, pt, name)
     for ax in axes[n:]:
         ax.set_visible(False)
-    default = "Predicted against true" if task == "regression" else "ROC and precision-recall curves"
+    default = "Predicted against true" if task == "regression" else "ROC, precision-recall and calibration"
     fig.suptitle(textwrap.fill(title or default, 44 * cols, break_on_hyphens=False))
     return fig
 
@@ -311,8 +315,9 @@ def _parity_panel(fig: Figure, ax: Any, y: np.ndarray, p: np.ndarray, name: str,
     ax.legend(loc="lower right", fontsize=8)
 
 
-def _classification_panels(roc: Any, pr: Any, y: np.ndarray, s: np.ndarray, name: str) -> None:
-    from sklearn.metrics import precision_recall_curve, roc_curve
+def _classification_panels(roc: Any, pr: Any, calibration: Any, y: np.ndarray, s: np.ndarray, name: str) -> None:
+    from sklearn.calibration import calibration_curve
+    from sklearn.metrics import brier_score_loss, precision_recall_curve, roc_curve
 
     roc.set_title(f"{name}: ROC")
     roc.set_xlabel("false positive rate")
@@ -320,13 +325,16 @@ def _classification_panels(roc: Any, pr: Any, y: np.ndarray, s: np.ndarray, name
     pr.set_title(f"{name}: precision-recall")
     pr.set_xlabel("recall")
     pr.set_ylabel("precision")
-    for ax in (roc, pr):
+    calibration.set_title(f"{name}: calibration")
+    calibration.set_xlabel("predicted probability (mean of a bin)")
+    calibration.set_ylabel("fraction positive in the bin")
+    for ax in (roc, pr, calibration):
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(True, alpha=0.3)
     positives = int((y == 1).sum())
     if positives == 0 or positives == y.size:
-        for ax in (roc, pr):
+        for ax in (roc, pr, calibration):
             ax.text(0.5, 0.5, f"one class only ({y.size:,} molecules):\nno curve", ha="center", va="center",
                     transform=ax.transAxes)
         return
@@ -340,6 +348,21 @@ def _classification_panels(roc: Any, pr: Any, y: np.ndarray, s: np.ndarray, name
     rate = positives / y.size
     pr.axhline(rate, linestyle="--", color="0.4", linewidth=1, label=f"chance ({rate:.3f})")
     pr.legend(loc="upper right", fontsize=8)
+    if not ((s >= 0) & (s <= 1)).all():  # scores, not probabilities: nothing to calibrate against
+        calibration.text(0.5, 0.5, "scores, not probabilities:\nno calibration", ha="center", va="center",
+                         transform=calibration.transAxes)
+        return
+    # bins of equal counts: with few positives (molhiv: 3 %) equal-width bins above 0.2 hold a handful each
+    bins = int(min(CALIBRATION_BINS, max(2, y.size // 20)))
+    fraction, predicted = calibration_curve(y, s, n_bins=bins, strategy="quantile")
+    calibration.plot(predicted, fraction, marker="o", markersize=3.5, color="C0", linewidth=1.4,
+                     label=f"{len(predicted)} bins of ~{y.size // bins:,}; Brier {brier_score_loss(y, s):.4f}")
+    calibration.plot([0, 1], [0, 1], linestyle="--", color="0.4", linewidth=1, label="perfectly calibrated")
+    top = float(max(predicted.max(), fraction.max()))
+    if top < 0.5:  # a rare class: zoom in where the bins are
+        calibration.set_xlim(-0.01, top * 1.1 + 0.01)
+        calibration.set_ylim(-0.01, top * 1.1 + 0.01)
+    calibration.legend(loc="upper left", fontsize=8)
 
 
 def _finite(value: Any) -> bool:

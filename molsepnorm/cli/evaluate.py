@@ -29,7 +29,7 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
                    "of --predictions), and score the molecules with a warning and those without apart.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also draw the predictions against the labels to this figure (.png, .pdf, .svg): a parity "
-                   "plot for regression, ROC and precision-recall curves for classification.")
+                   "plot for regression, ROC, precision-recall and calibration curves for classification.")
 def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_root: Optional[str],
              smiles_column: Optional[str], target_columns: Optional[str], id_column: Optional[str],
              split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str], on_invalid: Optional[str],

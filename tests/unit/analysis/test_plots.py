@@ -86,13 +86,24 @@ def test_classification_draws_roc_and_precision_recall_curves_with_their_areas()
     y[:, 1] = 0.0  # one class only: no curve
     fig = plot_evaluation(y, s, "binary", ["active", "toxic"])
     panels = {ax.get_title(): ax for ax in fig.axes}
-    assert set(panels) == {"active: ROC", "active: precision-recall", "toxic: ROC", "toxic: precision-recall"}
+    assert set(panels) == {f"{t}: {kind}" for t in ("active", "toxic") for kind in ("ROC", "precision-recall",
+                                                                                     "calibration")}
     roc_labels = [line.get_label() for line in panels["active: ROC"].get_lines()]
     assert f"ROC-AUC {roc_auc_score(y[:, 0], s[:, 0]):.3f}" in roc_labels
     pr_labels = [line.get_label() for line in panels["active: precision-recall"].get_lines()]
     assert f"PR-AUC {average_precision_score(y[:, 0], s[:, 0]):.3f}" in pr_labels
     assert f"chance ({y[:, 0].mean():.3f})" in pr_labels
     assert "one class only" in _texts(panels["toxic: ROC"]) and not panels["toxic: ROC"].get_lines()
+    # calibration: the fraction of positives against the mean probability, in bins of equal counts
+    from sklearn.calibration import calibration_curve
+
+    fraction, predicted = calibration_curve(y[:, 0], s[:, 0], n_bins=10, strategy="quantile")
+    curve = panels["active: calibration"].get_lines()[0]
+    assert curve.get_xdata() == pytest.approx(predicted) and curve.get_ydata() == pytest.approx(fraction)
+    assert "Brier" in curve.get_label()
+    scores = plot_evaluation(y[:, :1], 4 * s[:, :1] - 2, "binary", ["active"])  # logits, not probabilities
+    calibration = next(ax for ax in scores.axes if ax.get_title() == "active: calibration")
+    assert "no calibration" in _texts(calibration) and not calibration.get_lines()
 
 
 def test_plot_evaluation_refuses_mismatched_input():
