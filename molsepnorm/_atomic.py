@@ -1,34 +1,130 @@
-"""Writing a file so that a crash never leaves half of it: :func:`atomic_write`."""
+"""Writing a file so that a crash never leaves half of it: :class:`AtomicFile` and
+:func:`atomic_write`, used for every output the package writes (checkpoints, run
+directories, ``predict``'s tables, figures, ``evaluate``'s files).
+
+The bytes go to a temporary file in the target's folder, are flushed and fsynced, and the
+temporary file is renamed over the target (``os.replace``: atomic on POSIX and Windows), then the folder is
+fsynced so that the rename survives a power cut.  A reader sees the previous file or the
+whole new one, never a torn one.  A symbolic link is followed (the file it points to is
+replaced, the link stays); an existing file keeps its permission bits; a target that exists
+and is not a regular file (``/dev/stdout``, a named pipe) is written in place, since it
+cannot be replaced.
+
+The temporary file is hidden and unique (``.<name>.<random>.part``: two writers never share
+one, and a user's own file is never touched), except in a run directory and for checkpoints
+(``fixed_temporary``): there it is ``<name>.tmp``, so that a resumed run knows what a killed
+one left half-written and removes it (:meth:`molsepnorm.checkpoint.run_dir.RunDir.remove_stale_temporaries`);
+one process writes those files.
+"""
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterator, Union
 
 PathLike = Union[str, os.PathLike]
+MODES = ("w", "wb")
+
+
+class AtomicFile:
+    """An output file that appears at ``target`` on :meth:`commit` and never on :meth:`abort`.
+
+    Args:
+        target: the file to write (its folder is created if missing).
+        mode: ``"w"`` (text; UTF-8 unless ``encoding`` is given) or ``"wb"``.
+        fixed_temporary: write to ``<target>.tmp`` instead of a unique hidden name (a run
+            directory's files and checkpoints; see the module's docstring).
+        open_kwargs: passed to :func:`open` (``encoding``, ``newline``).
+
+    Attributes:
+        handle: the open file to write to.
+    """
+
+    def __init__(self, target: PathLike, mode: str = "w", fixed_temporary: bool = False, **open_kwargs: Any) -> None:
+        if mode not in MODES:
+            raise ValueError(f"an atomic file is written whole: mode must be one of {MODES}, got {mode!r}")
+        if "b" not in mode:
+            open_kwargs.setdefault("encoding", "utf-8")
+        path = Path(target)
+        self.target = Path(os.path.realpath(path)) if path.is_symlink() else path
+        self.tmp: Any = None
+        if self.target.exists() and not self.target.is_file():  # a device or a pipe: nothing to rename over
+            self.handle: IO[Any] = open(self.target, mode, **open_kwargs)
+            return
+        folder = self.target.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        # the mode the file had, else an ordinary new file's (mkstemp makes 0600)
+        mode_bits = stat.S_IMODE(os.stat(self.target).st_mode) if self.target.exists() else 0o666 & ~_umask()
+        if fixed_temporary:
+            self.tmp = self.target.with_name(self.target.name + ".tmp")
+            self.handle = open(self.tmp, mode, **open_kwargs)
+        else:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".part", dir=folder)
+            self.tmp = Path(tmp)
+            try:
+                self.handle = os.fdopen(fd, mode, **open_kwargs)
+            except BaseException:
+                os.close(fd)
+                self.tmp.unlink(missing_ok=True)
+                raise
+        os.chmod(self.tmp, mode_bits)
+
+    def commit(self) -> Path:
+        """Flush, fsync and rename the temporary file over the target; return the target."""
+        self.handle.flush()
+        if self.tmp is None:
+            self.handle.close()
+            return self.target
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        os.replace(self.tmp, self.target)
+        fsync_dir(self.target.parent)
+        return self.target
+
+    def abort(self) -> None:
+        """Close and remove the temporary file; the target is left as it was."""
+        if not self.handle.closed:
+            self.handle.close()
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
-def atomic_write(path: PathLike, mode: str = "w", **open_kwargs: Any) -> Iterator[IO[Any]]:
-    """Open ``<path>.tmp`` for writing; when the block ends without an error, flush, fsync
-    and rename it over ``path`` (``os.replace``: atomic on POSIX and Windows), else remove
-    it.  A reader sees the previous file or the whole new one, never a torn one.  The
-    folder is created if missing.  Text modes default to UTF-8.
+def atomic_write(path: PathLike, mode: str = "w", fixed_temporary: bool = False,
+                 **open_kwargs: Any) -> Iterator[IO[Any]]:
+    """An :class:`AtomicFile` as a ``with`` block: committed when the block ends, aborted
+    when it raises.
 
         with atomic_write("results.json") as fh:
             fh.write(text)
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    if "b" not in mode:
-        open_kwargs.setdefault("encoding", "utf-8")
+    target = AtomicFile(path, mode, fixed_temporary, **open_kwargs)
     try:
-        with open(tmp, mode, **open_kwargs) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        yield target.handle
+    except BaseException:
+        target.abort()
+        raise
+    target.commit()
+
+
+def fsync_dir(directory: PathLike) -> None:
+    """Make a rename in ``directory`` durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
     finally:
-        tmp.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

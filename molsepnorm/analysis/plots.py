@@ -26,7 +26,7 @@ PathLike = Union[str, os.PathLike]
 __all__ = ["plot_spectra", "plot_summary", "plot_curves", "plot_evaluation", "check_figure_path", "save_figure",
            "METRIC_LABELS"]
 
-#: bins of a calibration panel (equal counts; fewer on a small split, at least 20 molecules each)
+#: bins of a calibration panel, of equal counts (a small split gets fewer, of about 20 molecules, at least 2)
 CALIBRATION_BINS = 10
 #: above this many labelled molecules a parity plot bins its points (hexagons coloured by
 #: count, log scale) instead of drawing each: 40,000 overlapping dots say less than their density
@@ -232,7 +232,8 @@ def plot_evaluation(
     PR-AUC (average precision) in their legends, and a calibration curve (the fraction of
     positives against the mean predicted probability in bins of equal counts, with the
     Brier score): does a predicted 0.3 mean 30 % active?  Molecules without a label for a target are
-    left out of its panels; a target with one class only says so in place of its curves.
+    left out of its panels, as are those without a finite prediction; a target with one class
+    only says so in place of its curves.
     With ``flagged``, a parity plot draws the molecules with an applicability warning in a
     colour of their own, on top, so that one sees whether the warned molecules err more.
     The figures come from :func:`~molsepnorm.inference.metrics.compute_metrics`, so they are
@@ -270,7 +271,7 @@ def plot_evaluation(
     fig = Figure(figsize=(panel_size[0] * cols, panel_size[1] * rows_n + 0.5), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows_n, cols, squeeze=False)).ravel()
     for t, name in enumerate(names):
-        labelled = np.isfinite(y[:, t])
+        labelled = np.isfinite(y[:, t]) & np.isfinite(p[:, t])  # a molecule without a prediction is not drawn
         yt, pt = y[labelled, t], p[labelled, t]
         if task == "regression":
             _parity_panel(fig, axes[t], yt, pt, name, warned[labelled])
@@ -377,7 +378,7 @@ def check_figure_path(path: PathLike) -> Path:
             whose figure it is, not after.
     """
     path = Path(path)
-    kind = path.suffix.lstrip(".").lower() or "png"
+    kind = _figure_format(path)
     known = Figure().canvas.get_supported_filetypes()
     if kind not in known:
         raise ValueError(f"{path}: matplotlib cannot write a .{kind} figure; use one of "
@@ -390,5 +391,10 @@ def save_figure(fig: Figure, path: PathLike, dpi: int = 110) -> Path:
     It is drawn to a temporary file first, then renamed: a crash never leaves half a figure."""
     path = Path(path)
     with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, dpi=dpi, format=path.suffix.lstrip(".").lower() or "png")
+        fig.savefig(fh, dpi=dpi, format=_figure_format(path))
     return path
+
+
+def _figure_format(path: Path) -> str:
+    """The figure format a file name asks for: its suffix, PNG without one."""
+    return path.suffix.lstrip(".").lower() or "png"

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 import torch
 from torch import Tensor
 
+from molsepnorm._atomic import atomic_write
 from molsepnorm.checkpoint.scaling import TargetScaler
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.version import __version__
@@ -342,7 +343,7 @@ def save_checkpoint(payload: Mapping[str, Any], path: PathLike) -> Path:
     """Write a checkpoint dict to ``path`` atomically (:meth:`Checkpoint.save` calls this).
 
     The bytes go to ``<path>.tmp``, are flushed and fsynced, then renamed over ``path``
-    (``os.replace`` is atomic on POSIX and Windows): a run killed at any moment leaves
+    (:func:`molsepnorm._atomic.atomic_write`): a run killed at any moment leaves
     either the previous file or the new one, never a torn one.
     """
     path = Path(path)
@@ -352,13 +353,8 @@ def save_checkpoint(payload: Mapping[str, Any], path: PathLike) -> Path:
     data["format_version"] = FORMAT_VERSION
     data.setdefault("package_version", __version__)
     data.setdefault("created", _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
+    with atomic_write(path, "wb", fixed_temporary=True) as fh:  # <name>.tmp: a resumed run removes a torn one
         torch.save(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
     return path
 
 
@@ -424,15 +420,3 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -75,5 +75,5 @@ def checkpoint_data(
     if split == "all":
         from torch.utils.data import ConcatDataset
 
-        return ConcatDataset([splits.train, splits.val, splits.test]), splits
+        return ConcatDataset([splits[part] for part in splits.parts("all")]), splits
     return splits[split], splits

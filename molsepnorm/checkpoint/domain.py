@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ApplicabilityDomain", "FingerprintSample", "DEFAULT_TANIMOTO_THRESHOLD", "DEFAULT_MAX_FINGERPRINTS",
            "RARE_ELEMENT_MOLECULES", "RARE_ELEMENT_FRACTION",
-           "check_domains", "distinct_domains", "domain_warning"]
+           "check_domains", "distinct_domains", "domain_warning", "graph_molecule"]
 
 #: Nearest-neighbour Tanimoto below which a molecule is flagged (docs/applicability.md: no
 #: nci-tpsa test molecule and 0.4 % of 500 MOSES drug-like molecules fall below it).
@@ -240,7 +240,8 @@ class ApplicabilityDomain:
         n = len(atoms)
         rng = np.random.default_rng(seed)
         sample = np.sort(rng.choice(n, max_fingerprints, replace=False)) if n > max_fingerprints else np.arange(n)
-        mols = [m for m in (_training_mol(graphs, int(i), vocab, smiles) for i in sample) if m is not None]
+        mols = [m for m in (graph_molecule(graphs[int(i)], vocab, None if smiles is None else smiles[int(i)])
+                            for i in sample) if m is not None]
         fingerprints = FingerprintSample.from_mols(mols) if mols else None
         return cls(vocab, atom_values, bond_values, frozenset(pairs), int(max_atoms), n, fingerprints,
                    float(tanimoto_threshold),
@@ -260,13 +261,8 @@ class ApplicabilityDomain:
     def from_splits(cls, splits: "DatasetSplits", split: str = "train", **options: Any) -> "ApplicabilityDomain":
         """The domain of one split (the training split) of a data set, with its SMILES where
         the data set has them (options as :meth:`from_graphs`)."""
-        from molsepnorm.data.registry import normalize_split_name
-
         graphs = splits[split]  # raises KeyError naming the splits for an unknown one
-        smiles = None
-        if splits.smiles is not None:
-            smiles = [splits.smiles[int(i)] for i in splits.split_indices[normalize_split_name(split)]]
-        return cls.from_graphs(graphs, splits.vocab, smiles=smiles, **options)
+        return cls.from_graphs(graphs, splits.vocab, smiles=splits.smiles_of(split), **options)
 
     # --- checking -------------------------------------------------------------------------
     def check(self, molecule: MolOrGraph, mol: Optional[Chem.Mol] = None) -> str:
@@ -276,7 +272,8 @@ class ApplicabilityDomain:
             molecule: a SMILES or an RDKit Mol (featurized here, in :attr:`vocab`), or the
                 molecule's featurized graph (``MolGraph`` or PyG ``Data``).
             mol: for a graph, its molecule (for the fingerprint); else the graph's
-                ``smiles`` is parsed, and a graph without one is not compared by similarity.
+                ``smiles`` is parsed, or a ZINC graph's molecule rebuilt
+                (:func:`graph_molecule`); another graph without one is not compared by similarity.
 
         Raises:
             InvalidMoleculeError: a SMILES or Mol that cannot be featurized.
@@ -296,7 +293,7 @@ class ApplicabilityDomain:
             reasons.append(f"larger than any training molecule: {x.shape[0]} heavy atoms > {self.max_atoms}")
         if self.fingerprints is not None and len(self.fingerprints):
             if mol is None:
-                mol = _mol_of_smiles(getattr(graph, "smiles", None))
+                mol = graph_molecule(graph, self.vocab)
             if mol is not None:
                 similarity = self.fingerprints.nearest(mol, stop_at=self.tanimoto_threshold)
                 if similarity < self.tanimoto_threshold:
@@ -541,15 +538,12 @@ def _mol_of_smiles(smiles: Optional[str]) -> Optional[Chem.Mol]:
         return Chem.MolFromSmiles(smiles)
 
 
-def _training_mol(graphs: Sequence[Any], i: int, vocab: str,
-                  smiles: Optional[Sequence[Optional[str]]]) -> Optional[Chem.Mol]:
-    """The molecule of training graph ``i``, for its fingerprint (None where there is none):
-    its SMILES, else the graph's own, else (zinc) rebuilt from the graph."""
-    if smiles is not None:
-        mol = _mol_of_smiles(smiles[i])
-        if mol is not None:
-            return mol
-    graph = graphs[i]
+def graph_molecule(graph: Any, vocab: str, smiles: Optional[str] = None) -> Optional[Chem.Mol]:
+    """The molecule of a featurized graph, for its fingerprint (None where there is none):
+    ``smiles`` when given, else the graph's own SMILES, else (zinc) rebuilt from the graph."""
+    mol = _mol_of_smiles(smiles)
+    if mol is not None:
+        return mol
     mol = _mol_of_smiles(getattr(graph, "smiles", None))
     if mol is not None or vocab != "zinc":
         return mol
@@ -557,5 +551,5 @@ def _training_mol(graphs: Sequence[Any], i: int, vocab: str,
     try:
         with rdBase.BlockLogs():
             return mol_from_zinc_graph(x[:, 0], zip(edge_index[0], edge_index[1], edge_attr[:, 0]))
-    except Exception:  # noqa: BLE001 - a graph RDKit cannot sanitize only leaves the sample
+    except Exception:  # noqa: BLE001 - a graph RDKit cannot sanitize is only not compared by similarity
         return None

@@ -122,7 +122,7 @@ class RunDir:
         keys: list[str] = []
         for row in rows:
             keys.extend(k for k in row if k not in keys)
-        with atomic_write(self.metrics_csv, newline="") as fh:
+        with atomic_write(self.metrics_csv, fixed_temporary=True, newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=keys)
             writer.writeheader()
             writer.writerows(rows)
@@ -133,5 +133,5 @@ class RunDir:
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    with atomic_write(path) as fh:
+    with atomic_write(path, fixed_temporary=True) as fh:
         fh.write(text)

@@ -68,10 +68,10 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
     except MolsepnormError as err:
         raise click.ClickException(str(err)) from err
     frame = report.pop("predictions", None)
-    written = _write_pictures(frame, report, predictions_path, plot_path)
     text = json.dumps(jsonable(report), indent=2)
     if json_path == "-":
         click.echo(text)
+        _write_pictures(frame, report, predictions_path, plot_path)
         return
     click.echo(f"{report['checkpoint']} on {report['dataset']} {split} ({report['num_molecules']:,} molecules)")
     rows = {split: report["metrics"]}
@@ -93,7 +93,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
         with atomic_write(json_path) as fh:
             fh.write(text + "\n")
         click.echo(f"metrics written to {json_path}")
-    for path in written:
+    for path in _write_pictures(frame, report, predictions_path, plot_path):  # after the figures are on screen
         click.echo(f"wrote {path}")
 
 

@@ -144,6 +144,28 @@ class DatasetSplits:
                                                 "of": int(n)}}
         return dataclasses.replace(self, train=self.train[keep.tolist()], split_indices=indices, info=info)
 
+    def parts(self, split: str) -> tuple[str, ...]:
+        """The splits ``split`` stands for: itself, or train, val and test, in that order, for ``"all"``."""
+        if split == "all":
+            return SPLIT_NAMES
+        key = _SPLIT_ALIASES.get(str(split).lower())
+        if key is None:
+            raise KeyError(f"unknown split {split!r}; use one of {', '.join(PARTS)}")
+        return (key,)
+
+    def indices(self, split: str) -> np.ndarray:
+        """The data-set indices (:attr:`split_indices`) of the molecules of ``split``
+        (:meth:`parts`), in the order the split holds them."""
+        chunks = [np.asarray(self.split_indices[part], dtype=np.int64) for part in self.parts(split)]
+        return np.concatenate(chunks)
+
+    def smiles_of(self, split: str) -> Optional[list[str]]:
+        """The SMILES of the molecules of ``split`` in its order; None where the data set keeps
+        none (ZINC)."""
+        if self.smiles is None:
+            return None
+        return [self.smiles[i] for i in self.indices(split)]
+
     @property
     def num_tasks(self) -> int:
         """Number of targets (columns of ``y``)."""

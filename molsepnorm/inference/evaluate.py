@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from molsepnorm.data.registry import DatasetSplits
 
 PathLike = Union[str, os.PathLike]
-PARTS = ("train", "val", "test")
+#: how a predicted value is written in a CSV: 7 significant digits, float32's precision
+VALUE_FORMAT = ".7g"
 
 
 def evaluate_checkpoint(
@@ -90,7 +91,7 @@ def evaluate_checkpoint(
     if applicability:
         domains = distinct_domains(checkpoints, stacklevel=2)
         if domains:
-            flags = applicability_warnings(domains, data, split_smiles(splits, split))
+            flags = applicability_warnings(domains, data, splits.smiles_of(split), splits.vocab)
             flagged = np.array([bool(w) for w in flags], dtype=bool)
             report["num_flagged"] = int(flagged.sum())
             if flagged.any():
@@ -101,39 +102,20 @@ def evaluate_checkpoint(
     if predictions:
         report["predictions"] = evaluation_frame(splits, split, out.targets, out.mean(), task.type,
                                                  std=out.std() if len(runners) > 1 else None,
-                                                 warning_column=flags)
+                                                 warning_column=flags, target_names=task.target_names)
     return report
 
 
-def split_indices(splits: "DatasetSplits", split: str) -> tuple[list[str], list[np.ndarray]]:
-    """The parts (``train``/``val``/``test``) of ``split`` (``all``: the three, in that order)
-    and each part's molecules as data-set indices, in the order the split holds them."""
-    parts = list(PARTS) if split == "all" else [split]
-    return parts, [np.asarray(splits.split_indices[part], dtype=np.int64) for part in parts]
-
-
-def split_smiles(splits: "DatasetSplits", split: str) -> Optional[list[str]]:
-    """The SMILES of a split's molecules in its order; None where the data set keeps none (ZINC)."""
-    if splits.smiles is None:
-        return None
-    return [splits.smiles[i] for ids in split_indices(splits, split)[1] for i in ids]
-
-
-def applicability_warnings(domains: Sequence[Any], graphs: Sequence[Any],
-                           smiles: Optional[Sequence[str]] = None) -> list[str]:
+def applicability_warnings(domains: Sequence[Any], graphs: Sequence[Any], smiles: Optional[Sequence[str]],
+                           vocab: str) -> list[str]:
     """Why each molecule lies outside the applicability domains (``""``: it does not), as
-    ``predict``'s ``warning`` column says it; ``smiles`` (one per graph) gives the molecule
-    for the similarity check where the graph keeps no SMILES of its own (OGB's molhiv)."""
-    from rdkit import Chem, rdBase
+    ``predict``'s ``warning`` column says it.  The molecule compared by similarity is
+    :func:`~molsepnorm.checkpoint.domain.graph_molecule`'s: its SMILES (``smiles``, one per
+    graph, where the graph keeps none of its own: OGB's molhiv), else rebuilt (ZINC)."""
+    from molsepnorm.checkpoint.domain import domain_warning, graph_molecule
 
-    from molsepnorm.checkpoint.domain import domain_warning
-
-    out = []
-    with rdBase.BlockLogs():
-        for i, graph in enumerate(graphs):
-            mol = Chem.MolFromSmiles(smiles[i]) if smiles is not None and not hasattr(graph, "smiles") else None
-            out.append(domain_warning(domains, graph, mol))
-    return out
+    return [domain_warning(domains, graph, graph_molecule(graph, vocab, None if smiles is None else smiles[i]))
+            for i, graph in enumerate(graphs)]
 
 
 def evaluation_frame(
@@ -144,6 +126,7 @@ def evaluation_frame(
     task: str,
     std: Optional[np.ndarray] = None,
     warning_column: Optional[Sequence[str]] = None,
+    target_names: Optional[Sequence[str]] = None,
 ) -> "pd.DataFrame":
     """Each molecule of a split with its labels and predictions, one row per molecule in the
     order the split holds them (the order of :func:`~molsepnorm.inference.runner.run`'s rows).
@@ -162,15 +145,17 @@ def evaluation_frame(
         task: ``"regression"`` or ``"binary"``.
         std: ``(M, T)`` the members' standard deviation of an ensemble, or None.
         warning_column: one applicability warning per molecule, or None.
+        target_names: the targets' names in the columns (default: the data set's; a model
+            scored on a data set whose columns it names otherwise passes its own).
 
     Raises:
         ValueError: arrays whose shape is not ``(molecules of the split, targets)``.
     """
     import pandas as pd
 
-    parts, indices = split_indices(splits, split)
-    index = np.concatenate(indices)
-    shape = (len(index), len(splits.target_names))
+    index = splits.indices(split)
+    names = list(target_names) if target_names is not None else list(splits.target_names)
+    shape = (len(index), len(names))
     for name, values in (("y_true", y_true), ("y_pred", y_pred), ("std", std)):
         if values is not None and np.shape(values) != shape:
             raise ValueError(f"{name} has shape {np.shape(values)}; the {split} split of {splits.name} needs {shape}")
@@ -178,13 +163,13 @@ def evaluation_frame(
         raise ValueError(f"{len(warning_column)} warnings for the {len(index)} molecules of the {split} split")
     columns: dict[str, Any] = {}
     if split == "all":
-        columns["split"] = [part for part, ids in zip(parts, indices) for _ in range(len(ids))]
+        columns["split"] = [part for part in splits.parts(split) for _ in range(len(splits.split_indices[part]))]
     columns["index"] = index
     if splits.ids is not None:
         columns["id"] = [splits.ids[i] for i in index]
     if splits.smiles is not None:
-        columns["smiles"] = [splits.smiles[i] for i in index]
-    for t, name in enumerate(splits.target_names):
+        columns["smiles"] = splits.smiles_of(split)
+    for t, name in enumerate(names):
         columns[f"{name}_true"] = np.asarray(y_true, dtype=np.float64)[:, t]
         columns[f"{name}_pred"] = np.asarray(y_pred, dtype=np.float64)[:, t]
         if std is not None:
@@ -196,10 +181,11 @@ def evaluation_frame(
     return pd.DataFrame(columns)
 
 
-def write_evaluation_csv(frame: "pd.DataFrame", path: PathLike) -> None:
-    """Write an :func:`evaluation_frame` as CSV, atomically: numbers to 7 significant digits
-    (float32's precision, as ``predict`` writes them), empty cells for NaN."""
+def write_evaluation_csv(frame: "pd.DataFrame", path: PathLike, fixed_temporary: bool = False) -> None:
+    """Write an :func:`evaluation_frame` as CSV, atomically (``fixed_temporary``: in a run
+    directory, :class:`molsepnorm._atomic.AtomicFile`): numbers as ``predict`` writes them
+    (:data:`VALUE_FORMAT`), empty cells for NaN."""
     from molsepnorm._atomic import atomic_write
 
-    with atomic_write(path, newline="") as fh:
-        frame.to_csv(fh, index=False, float_format="%.7g")
+    with atomic_write(path, fixed_temporary=fixed_temporary, newline="") as fh:
+        frame.to_csv(fh, index=False, float_format=f"%{VALUE_FORMAT}")

@@ -50,7 +50,8 @@ from molsepnorm.errors import InvalidMoleculeError, MolsepnormError
 from molsepnorm.predict.featurizing import MAX_ATOMS
 from molsepnorm.predict.predictor import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE
 from molsepnorm.predict.readers import Record, RecordReader
-from molsepnorm.predict.writer import PredictionWriter, _AtomicFile
+from molsepnorm._atomic import AtomicFile
+from molsepnorm.predict.writer import PredictionWriter
 
 if TYPE_CHECKING:
     from molsepnorm.predict.predictor import Predictor
@@ -346,7 +347,7 @@ def _write_manifest(summary: PartitionedSummary, input_path: PathLike, files: li
         "seconds": round(summary.seconds, 3),
         "partitions": [asdict(p) for p in summary.partitions],
     }
-    target = _AtomicFile(summary.manifest, "w", encoding="utf-8")
+    target = AtomicFile(summary.manifest, "w", encoding="utf-8")
     try:
         json.dump(manifest, target.handle, indent=1)
         target.handle.write("\n")
@@ -390,7 +391,7 @@ def combine_outputs(out_dir: PathLike, out: PathLike) -> int:
             differs from the manifest.
     """
     manifest = read_manifest(out_dir)
-    target = _AtomicFile(out, "w", encoding="utf-8", newline="")
+    target = AtomicFile(out, "w", encoding="utf-8", newline="")
     rows = 0
     try:
         writer = csv.writer(target.handle, lineterminator="\n")
@@ -439,7 +440,7 @@ def _worker_predictor(files: list[_ModelFile], spec: _PredictorSpec, scratch: Pa
                 path = folder / f.sha256 / f.name
                 if not path.is_file():
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    target = _AtomicFile(path, "wb")
+                    target = AtomicFile(path, "wb")
                     target.handle.write(f.payload)
                     target.commit()
                 paths.append(path)

@@ -1,7 +1,8 @@
 """Output files of ``predict`` (CSV) and ``embed`` (NPZ), written so that they can be trusted.
 
 Both are written to a hidden temporary file in the target folder
-(``.<name>.<random>.part``) and renamed over the target only by :meth:`commit`, so a run
+(``.<name>.<random>.part``, :class:`molsepnorm._atomic.AtomicFile`) and renamed over the
+target only by :meth:`commit`, so a run
 that is killed or fails leaves no partial file posing as complete output.  Neither ever
 writes over the input (:func:`check_output_path`).  Both stream: a chunk is written as soon
 as it is predicted, and nothing but a few counters stays in memory.
@@ -19,7 +20,9 @@ from typing import IO, Any, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
+from molsepnorm._atomic import AtomicFile
 from molsepnorm.errors import MolsepnormError
+from molsepnorm.inference.evaluate import VALUE_FORMAT
 from molsepnorm.predict.predictor import ChunkResult, value_columns
 
 PathLike = Union[str, os.PathLike]
@@ -47,40 +50,9 @@ def check_output_path(out: PathLike, source: PathLike) -> None:
         raise OutputPathError(f"--out {out} is the input file itself: refusing to overwrite the input")
 
 
-class _AtomicFile:
-    """A temporary file beside ``target``, renamed to it on :meth:`commit`, removed on :meth:`abort`."""
-
-    def __init__(self, target: PathLike, mode: str, **open_kwargs: Any) -> None:
-        self.target = Path(target)
-        folder = self.target.parent
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".part", dir=folder)
-        self.tmp = Path(tmp)
-        os.chmod(self.tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the output is an ordinary file
-        self.handle: IO[Any] = os.fdopen(fd, mode, **open_kwargs)
-
-    def commit(self) -> Path:
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        self.handle.close()
-        os.replace(self.tmp, self.target)
-        return self.target
-
-    def abort(self) -> None:
-        if not self.handle.closed:
-            self.handle.close()
-        self.tmp.unlink(missing_ok=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def format_value(x: float) -> str:
-    """A prediction as CSV text: 7 significant digits (float32 precision), empty for NaN."""
-    return "" if x != x else format(float(x), ".7g")
+    """A prediction as CSV text (:data:`~molsepnorm.inference.evaluate.VALUE_FORMAT`), empty for NaN."""
+    return "" if x != x else format(float(x), VALUE_FORMAT)
 
 
 _W = TypeVar("_W", bound="_CommitOrAbort")
@@ -121,11 +93,11 @@ class PredictionWriter(_CommitOrAbort):
         self.target_names = list(target_names)
         self.ensemble = ensemble
         self.columns = ["id", "smiles", *value_columns(self.target_names, ensemble), "error", "warning"]
-        self._file: Optional[_AtomicFile] = None
+        self._file: Optional[AtomicFile] = None
         if self.out == STDOUT:
             stream = stdout if stdout is not None else sys.stdout
         else:
-            self._file = _AtomicFile(self.out, "w", encoding="utf-8", newline="")
+            self._file = AtomicFile(self.out, "w", encoding="utf-8", newline="")
             stream = self._file.handle
         self._stream = stream
         self._csv = csv.writer(stream, lineterminator="\n")
@@ -207,7 +179,7 @@ class EmbeddingWriter(_CommitOrAbort):
 
     def commit(self) -> str:
         """Write the archive to a temporary file and rename it to the output; its path."""
-        target = _AtomicFile(self.out, "wb")
+        target = AtomicFile(self.out, "wb")
         try:
             with zipfile.ZipFile(target.handle, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
                 self._vectors.seek(0)

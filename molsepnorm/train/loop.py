@@ -46,8 +46,7 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.data.columns import num_atoms, targets
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.inference.evaluate import (applicability_warnings, evaluation_frame, split_smiles,
-                                           write_evaluation_csv)
+from molsepnorm.inference.evaluate import applicability_warnings, evaluation_frame, write_evaluation_csv
 from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_ahead, is_better, summary_table
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
@@ -575,9 +574,10 @@ class Trainer:
                     metrics["companion"] = companion.to_dict()
                 best = self._checkpoint("best", state_dict=best_state, metrics=metrics)
                 best.save(self.run_dir.best)
-            flags = applicability_warnings([self._applicability()], self.splits.test, split_smiles(self.splits, "test"))
-            write_evaluation_csv(evaluation_frame(self.splits, "test", y_test, p_test, self.task, warning_column=flags),
-                                 self.run_dir.test_predictions)
+                flags = applicability_warnings([self._applicability()], self.splits.test,
+                                               self.splits.smiles_of("test"), self.splits.vocab)
+                frame = evaluation_frame(self.splits, "test", y_test, p_test, self.task, warning_column=flags)
+                write_evaluation_csv(frame, self.run_dir.test_predictions, fixed_temporary=True)
             self.run_dir.write_results({
                 "dataset": self.splits.name, "task": self.task, "metric": self.metric, "monitor": self.monitor,
                 "norm": self.model_config.norm, "seed": self.tc.seed, "best_epoch": st.best_epoch,

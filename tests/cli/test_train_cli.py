@@ -162,7 +162,13 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
     result = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "all", "--predictions", str(everything)])
     assert result.exit_code == 0, result.output
     table = pd.read_csv(everything)
-    assert table["split"].tolist() == sorted(table["split"], key=["train", "val", "test"].index)
+    split = json.loads((run / "split.json").read_text())["indices"]
+    assert table["split"].tolist() == ["train"] * len(split["train"]) + ["val"] * len(split["val"]) + \
+        ["test"] * len(split["test"])
+    assert table["index"].tolist() == split["train"] + split["val"] + split["test"]
+    source = pd.read_csv(run.parent / "tpsa300.csv")  # each row's SMILES and label are its file row's
+    assert table["smiles"].tolist() == source["smiles"].iloc[table["index"]].tolist()
+    assert table["tpsa_true"].to_numpy() == pytest.approx(source["tpsa"].iloc[table["index"]].to_numpy(), rel=1e-6)
     assert "tpsa_std" not in table.columns
     unchecked = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "val", "--no-applicability", "--json", "-",
                                               "--predictions", str(everything)])
@@ -170,11 +176,32 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
     assert "num_flagged" not in json.loads(unchecked.stdout) and "warning" not in pd.read_csv(everything).columns
 
 
-def test_evaluate_refuses_a_figure_format_before_scoring(trained, tmp_path):
+def test_evaluate_refuses_a_figure_format_before_scoring(trained, tmp_path, monkeypatch):
+    from molsepnorm.inference import evaluate as library
+
     run, _ = trained
+    monkeypatch.setattr(library, "evaluate_checkpoint", lambda *a, **k: pytest.fail("scored before the check"))
     result = CliRunner().invoke(evaluate, ["-m", str(run / "best.pt"), "--plot", str(tmp_path / "parity.txt")])
     assert result.exit_code == 2 and "cannot write a .txt figure" in result.output
-    assert "mae" not in result.output and not list(tmp_path.iterdir())
+    assert not list(tmp_path.iterdir())
+
+
+def test_evaluate_on_a_table_naming_the_target_otherwise(trained, tmp_path):
+    """A model scored on a CSV whose label column has another name: the files use the model's name."""
+    import pandas as pd
+
+    run, _ = trained
+    table = pd.read_csv(run.parent / "tpsa300.csv").rename(columns={"tpsa": "y"}).iloc[:40]
+    table.to_csv(tmp_path / "other.csv", index=False)
+    out, png = tmp_path / "pred.csv", tmp_path / "parity.png"
+    result = CliRunner().invoke(evaluate, ["-m", str(run / "best.pt"), "--dataset", str(tmp_path / "other.csv"),
+                                           "--target-columns", "y", "--split", "all", "--predictions", str(out),
+                                           "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    written = pd.read_csv(out)
+    assert {"tpsa_true", "tpsa_pred"} <= set(written.columns) and len(written) == 40
+    assert sorted(written["tpsa_true"]) == pytest.approx(sorted(table["y"]), rel=1e-6)
+    assert png.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_evaluate_warns_when_an_ensembles_members_were_trained_on_different_data(trained, tmp_path):

@@ -27,3 +27,59 @@ def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(tmp_path
             raise RuntimeError("killed")
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_a_link_is_followed_and_the_files_mode_kept(tmp_path):
+    real = tmp_path / "real.csv"
+    real.write_text("old")
+    real.chmod(0o600)
+    link = tmp_path / "link.csv"
+    link.symlink_to(real)
+    with atomic_write(link) as fh:
+        fh.write("new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert real.stat().st_mode & 0o777 == 0o600
+
+
+def test_writers_never_share_a_temporary_and_a_users_tmp_file_is_left_alone(tmp_path):
+    from molsepnorm._atomic import AtomicFile
+
+    path = tmp_path / "out.csv"
+    (tmp_path / "out.csv.tmp").write_text("the user's own")
+    first, second = AtomicFile(path), AtomicFile(path)
+    assert first.tmp != second.tmp and first.tmp.name.startswith(".out.csv.")
+    first.handle.write("first")
+    second.handle.write("second")
+    second.commit()
+    first.abort()
+    assert path.read_text() == "second" and (tmp_path / "out.csv.tmp").read_text() == "the user's own"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv", "out.csv.tmp"]
+
+
+def test_a_run_directorys_files_use_a_fixed_temporary_that_resume_can_find(tmp_path):
+    from molsepnorm._atomic import AtomicFile
+
+    target = AtomicFile(tmp_path / "last.pt", "wb", fixed_temporary=True)
+    assert target.tmp == tmp_path / "last.pt.tmp" and target.tmp.exists()
+    target.abort()
+    assert not list(tmp_path.iterdir())
+
+
+def test_only_whole_writes_and_a_pipe_is_written_in_place(tmp_path):
+    import os
+    import threading
+
+    from molsepnorm._atomic import AtomicFile
+
+    with pytest.raises(ValueError, match="mode must be one of"):
+        AtomicFile(tmp_path / "log.txt", "a")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(open(pipe).read()))
+    reader.start()
+    with atomic_write(pipe) as fh:
+        fh.write("through the pipe")
+    reader.join(timeout=10)
+    assert received == ["through the pipe"]
+    assert pipe.is_fifo()  # not replaced by a regular file

@@ -123,3 +123,16 @@ def test_figure_paths_are_checked_before_the_work_and_written_whole(tmp_path):
     path = save_figure(fig, tmp_path / "sub" / "parity.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in path.parent.iterdir()) == ["parity.png"]  # no temporary file left
+
+
+def test_molecules_without_a_prediction_are_left_out_of_the_picture():
+    y = np.arange(10.0)
+    p = y + 0.5
+    p[3] = np.nan  # a model that diverged on one molecule
+    fig = plot_evaluation(y, p, "regression", ["tpsa"], flagged=np.arange(10) % 4 == 0)
+    ax = fig.axes[0]
+    assert "n = 9" in _texts(ax) and "MAE 0.5" in _texts(ax)
+    drawn = {c.get_label(): len(c.get_offsets()) for c in ax.collections}
+    assert drawn == {"no warning (6)": 6, "applicability warning (3)": 3}  # 0, 4 and 8 warned; 3 not drawn
+    with pytest.raises(ValueError, match="flagged has 3 values for 10 molecules"):
+        plot_evaluation(y, p, "regression", flagged=[True, False, True])
