@@ -1,4 +1,5 @@
-"""``DatasetSplits.to_frame``: any data set with SMILES as a table, in its own order."""
+"""``DatasetSplits.to_frame``: any data set with SMILES as a table, in its own order; and the
+molecules of a split (``all`` included) as indices and SMILES in the split's order."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,3 +52,16 @@ def test_a_target_named_like_a_column_and_a_data_set_without_smiles_are_refused(
     no_smiles.smiles = None
     with pytest.raises(MolsepnormError, match="keeps no SMILES"):
         no_smiles.to_frame()
+
+
+def test_the_molecules_of_a_split_in_its_order_and_of_all_three():
+    splits = _splits({"train": [4, 0, 2], "val": [5], "test": [1]}, ["a"])
+    assert splits.parts("all") == ("train", "val", "test") and splits.parts("valid") == ("val",)
+    assert splits.indices("train").tolist() == [4, 0, 2]  # the split's order, not the data set's
+    assert splits.indices("all").tolist() == [4, 0, 2, 5, 1]
+    assert splits.smiles_of("all") == ["O", "CCO", "CC(=O)O", "CCN", "c1ccccc1"]
+    assert [float(g.y[0, 0]) for g in splits.train] == [40.0, 0.0, 20.0]  # the graphs line up with them
+    with pytest.raises(KeyError, match="unknown split 'dev'"):
+        splits.indices("dev")
+    splits.smiles = None
+    assert splits.smiles_of("test") is None
