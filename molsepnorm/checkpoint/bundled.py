@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Sequence, Union
 
 from molsepnorm.errors import MolsepnormError
 
@@ -157,14 +157,17 @@ def bundled_models() -> list[BundledModel]:
     return sorted(BUNDLED.values(), key=lambda m: (m.name != DEFAULT_MODEL, m.name))
 
 
-def resolve_models(spec: PathLike) -> list[Path]:
+def resolve_models(spec: Union[PathLike, Sequence[PathLike]]) -> list[Path]:
     """The checkpoint files meant by ``spec``: an existing file, else every file of a
-    bundled model (one, or an ensemble's members).
+    bundled model (one, or an ensemble's members); for a list of such specs, all their
+    files in order (an ensemble of ensembles is one ensemble).
 
     Raises:
         UnknownModelError: neither; the message lists the bundled models.
         CheckpointError: ``spec`` looks like a file path and no such file exists.
     """
+    if not isinstance(spec, (str, os.PathLike)):
+        return [path for one in spec for path in resolve_models(one)]
     path = Path(spec)
     if path.is_file():
         return [path]

@@ -68,7 +68,7 @@ def evaluate_checkpoint(
     specs = [model] if isinstance(model, (str, os.PathLike)) else list(model)
     if not specs:
         raise ValueError("evaluate_checkpoint needs at least one model")
-    paths = [path for spec in specs for path in resolve_models(spec)]
+    paths = resolve_models(specs)
     checkpoints = [Checkpoint.load(path) for path in paths]
     check_ensemble(checkpoints)
     checkpoint = checkpoints[0]

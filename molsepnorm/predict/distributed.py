@@ -288,7 +288,7 @@ def _model_paths(models: Union[PathLike, Sequence[PathLike], None]) -> list[Path
         specs = [models]
     else:
         specs = list(models) or [DEFAULT_MODEL]
-    return [path for spec in specs for path in resolve_models(spec)]
+    return resolve_models(specs)
 
 
 def _check_models(paths: list[Path]) -> list[str]:

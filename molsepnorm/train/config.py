@@ -491,14 +491,14 @@ def dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
     unknown = set(values) - names
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(names)}")
-    for field in dataclasses.fields(cls):  # numbers and switches: a quoted value is an error, not text
-        value = values.get(field.name, field.default)
-        if value is None and ("Optional" in str(field.type) or "None" in str(field.type)):
+    for key in dataclasses.fields(cls):  # numbers and switches: a quoted value is an error, not text
+        value = values.get(key.name, key.default)
+        if value is None and ("Optional" in str(key.type) or "None" in str(key.type)):
             continue
-        if isinstance(field.default, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ConfigError(f"{where}.{field.name} must be a number, got {value!r}")
-        if isinstance(field.default, bool) and not isinstance(value, bool):
-            raise ConfigError(f"{where}.{field.name} must be true or false, got {value!r}")
+        if isinstance(key.default, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"{where}.{key.name} must be a number, got {value!r}")
+        if isinstance(key.default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"{where}.{key.name} must be true or false, got {value!r}")
     try:
         return cls(**values)
     except TypeError as exc:  # pragma: no cover - guarded by the key check above

@@ -163,6 +163,8 @@ def test_registry_and_resolution(tmp_path: Path):
     local = tmp_path / DEFAULT_MODEL  # a file of that name wins over the bundled model
     local.write_bytes(b"x")
     assert resolve_model(local) == local and resolve_models(local) == [local]
+    both = resolve_models(["tpsa-nci-small", local, DEFAULT_MODEL])  # several specs: all their files, in order
+    assert both == [BUNDLED["tpsa-nci-small"].paths[0], local, *members]
     with pytest.raises(UnknownModelError, match="bundled: tpsa-nci-small, hiv-activity"):
         resolve_model("nope")
     with pytest.raises(CheckpointError, match=r"checkpoint not found: .*nope\.pt.*bundled model"):
