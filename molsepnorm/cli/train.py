@@ -7,6 +7,7 @@ preset, the library does the rest.  Nothing heavy is imported at module level, s
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
@@ -227,6 +228,10 @@ def _print_summary(result: Any) -> None:
             click.echo(f"best.pt blends the Graphormer with a {kind} (weight {format_weights(weights, novel)}); "
                        f"validation {metric}: Graphormer {scores['graphormer']['val'][metric]:.4f}, {kind} "
                        f"{scores['fingerprint']['val'][metric]:.4f}, blend {result.val[metric]:.4f}")
+    if result.run_dir is not None and (Path(result.run_dir) / "test_predictions.csv").is_file():
+        run = Path(result.run_dir)
+        click.echo(f"each test molecule's prediction: {run / 'test_predictions.csv'}; as a picture: molsepnorm "
+                   f"evaluate -m {run / 'best.pt'} --plot test.png")
 
 
 if __name__ == "__main__":  # ``python -m molsepnorm.cli.train``: what --nproc runs under torchrun

@@ -57,6 +57,8 @@ def test_train_prints_a_summary_table_and_applies_flags(trained):
         "Graphormer" in result.stdout  # a weight given keeps the model's features
     assert "best_val_rmse" in json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert "(best.pt averages epochs 1, 2)" in result.stdout
+    assert f"each test molecule's prediction: {run / 'test_predictions.csv'}" in result.stdout
+    assert f"molsepnorm evaluate -m {run / 'best.pt'} --plot test.png" in result.stdout
     assert "no early stopping" in result.stderr
     assert "epoch 1" in result.stderr  # the log goes to the terminal too
 
