@@ -83,6 +83,9 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
         count = report["num_flagged"] if name == "warning" else report["num_molecules"] - report["num_flagged"]
         rows[f"  {'with an applicability warning' if name == 'warning' else 'no warning'} ({count:,})"] = metrics
     click.echo(summary_table(rows))
+    if "spread" in report:
+        click.echo(f"the members' spread against the error (Spearman; 1: a larger <target>_std always means a larger "
+                   f"error, 0: it says nothing): {report['spread']['spearman']:.3f}")
     if len(report["target_names"]) > 1:
         for name in report["target_names"]:
             per = {k.split("/", 1)[0]: v for k, v in report["metrics"].items() if k.endswith("/" + name)}

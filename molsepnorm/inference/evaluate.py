@@ -51,7 +51,9 @@ def evaluate_checkpoint(
 
     Returns:
         ``{"checkpoint", "members", "dataset", "split", "num_molecules", "task", "target_names",
-        "metrics", "member_metrics"}``, with ``applicability`` ``"num_flagged"`` (molecules
+        "metrics", "member_metrics"}``; for a regression ensemble ``"spread"``, how its members'
+        spread ranks its errors (:func:`~molsepnorm.inference.metrics.spread_ranks_errors`);
+        with ``applicability`` ``"num_flagged"`` (molecules
         with a warning) and, when some are, ``"metrics_by_warning"`` (``{"no warning": metrics,
         "warning": metrics}``), and with ``predictions`` ``"predictions"``; ``members``: the
         checkpoint file of every model scored; ``member_metrics``: each member's own metrics, in
@@ -62,7 +64,7 @@ def evaluate_checkpoint(
     """
     from molsepnorm.checkpoint import Checkpoint, check_ensemble, checkpoint_data, distinct_domains, resolve_models
     from molsepnorm.inference.device import resolve_device
-    from molsepnorm.inference.metrics import compute_metrics
+    from molsepnorm.inference.metrics import compute_metrics, spread_ranks_errors
     from molsepnorm.inference.runner import Runner, run
 
     specs = [model] if isinstance(model, (str, os.PathLike)) else list(model)
@@ -87,6 +89,8 @@ def evaluate_checkpoint(
     report = {"checkpoint": ", ".join(str(s) for s in specs), "members": [str(p) for p in paths],
               "dataset": splits.name, "split": split, "num_molecules": len(data), "task": task.type,
               "target_names": list(task.target_names), "metrics": metrics, "member_metrics": member_metrics}
+    if len(runners) > 1 and task.type == "regression":  # does the members' spread rank the errors?
+        report["spread"] = spread_ranks_errors(out.targets, out.mean(), out.std(), task.target_names)
     flags = None
     if applicability:
         domains = distinct_domains(checkpoints, stacklevel=2)

@@ -84,6 +84,39 @@ def compute_metrics(
     return out
 
 
+def spread_ranks_errors(
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    spread: np.ndarray,
+    target_names: Optional[Sequence[str]] = None,
+) -> dict[str, float]:
+    """Whether an ensemble's spread ranks its errors: Spearman's rank correlation between the
+    members' standard deviation and the absolute error of their mean, per regression target
+    on its labelled molecules, and their mean (``"spearman"``; ``"spearman/<target>"`` with
+    several targets).  1: the larger the spread, the larger the error, always; 0: the spread
+    says nothing (chemprop's ``spearman`` uncertainty evaluator measures the same).  NaN for a
+    target with fewer than three labelled molecules, or with a constant spread or error.
+
+    A binary task's spread is left out: there the members' spread grows with the probability
+    itself, so it ranks the errors of the negatives and, inversely, of the positives, which
+    says more about the probability than about the uncertainty.
+    """
+    from scipy.stats import spearmanr
+
+    y_true, y_pred, spread = _as_2d(y_true), _as_2d(y_pred), _as_2d(spread)
+    names = list(target_names) if target_names is not None else [str(i) for i in range(y_true.shape[1])]
+    values = []
+    for t in range(y_true.shape[1]):
+        error = np.abs(y_pred[:, t] - y_true[:, t])
+        rows = np.isfinite(error) & np.isfinite(spread[:, t])
+        constant = rows.sum() < 3 or np.ptp(error[rows]) == 0 or np.ptp(spread[rows, t]) == 0
+        values.append(float("nan") if constant else float(spearmanr(spread[rows, t], error[rows]).statistic))
+    out = {"spearman": _nanmean(values)}
+    if len(names) > 1:
+        out.update((f"spearman/{name}", value) for name, value in zip(names, values))
+    return out
+
+
 def ogb_rocauc(name: str, y_true: np.ndarray, y_score: np.ndarray) -> float:
     """ROC-AUC from OGB's ``Evaluator(name)`` (NaN when no target has both classes)."""
     os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb's background PyPI check, offline here

@@ -159,6 +159,12 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
     assert by["no warning"]["mae"] == pytest.approx(table["tpsa_error"].abs()[~warned].mean(), rel=1e-5)
     assert f"with an applicability warning ({warned.sum()})" in result.stdout
     assert f"{by['warning']['mae']:.4f}" in result.stdout
+    # a regression ensemble: does its members' spread rank its errors?
+    from scipy.stats import spearmanr
+
+    expected = spearmanr(table["tpsa_std"], table["tpsa_error"].abs()).statistic
+    assert report["spread"]["spearman"] == pytest.approx(expected, abs=1e-3)
+    assert f"the members' spread against the error (Spearman; 1: a larger <target>_std" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     everything = tmp_path / "all.csv"
     result = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "all", "--predictions", str(everything)])

@@ -90,3 +90,23 @@ def test_is_ahead_breaks_equal_values_by_the_tiebreak_in_the_metric_direction():
     assert is_ahead("rocauc", 0.8, 0.7, 0.8, 0.6) and not is_ahead("rocauc", 0.8, 0.6, 0.8, 0.7)
     assert not is_ahead("mae", 0.2, None, 0.2, 0.4)  # no tiebreak: an equal value is not ahead
     assert is_ahead("mae", 0.2, 0.4, 0.2, None)  # the first tiebreak recorded
+
+
+def test_an_ensembles_spread_against_its_errors():
+    from scipy.stats import spearmanr
+
+    from molsepnorm.inference.metrics import spread_ranks_errors
+
+    y = np.zeros(6)
+    pred = np.array([0.1, -0.2, 0.3, -0.4, 0.5, -0.6])  # errors grow down the rows
+    assert spread_ranks_errors(y, pred, np.arange(6.0))["spearman"] == pytest.approx(1.0)
+    assert spread_ranks_errors(y, pred, -np.arange(6.0))["spearman"] == pytest.approx(-1.0)
+    rng = np.random.default_rng(0)
+    spread = rng.random(6)
+    y2 = np.stack([y, np.r_[y[:5], np.nan]], 1)  # a second target, its last molecule unlabelled
+    two = spread_ranks_errors(y2, np.stack([pred, pred], 1), np.stack([spread, spread], 1), ["a", "b"])
+    assert two["spearman/a"] == pytest.approx(spearmanr(spread, np.abs(pred)).statistic)
+    assert two["spearman/b"] == pytest.approx(spearmanr(spread[:5], np.abs(pred[:5])).statistic)
+    assert two["spearman"] == pytest.approx((two["spearman/a"] + two["spearman/b"]) / 2)
+    assert np.isnan(spread_ranks_errors(y[:2], pred[:2], spread[:2])["spearman"])  # too few molecules
+    assert np.isnan(spread_ranks_errors(y, pred, np.ones(6))["spearman"])  # members that always agree
