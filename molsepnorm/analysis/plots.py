@@ -222,6 +222,7 @@ def plot_evaluation(
     title: Optional[str] = None,
     panel_size: tuple[float, float] = (4.2, 4.0),
     flagged: Any = None,
+    spread: Any = None,
 ) -> Figure:
     """A model's predictions against the labels, one panel per target (two for a binary one).
 
@@ -235,7 +236,9 @@ def plot_evaluation(
     left out of its panels, as are those without a finite prediction; a target with one class
     only says so in place of its curves.
     With ``flagged``, a parity plot draws the molecules with an applicability warning in a
-    colour of their own, on top, so that one sees whether the warned molecules err more.
+    colour of their own, on top, so that one sees whether the warned molecules err more; with
+    ``spread`` (an ensemble's standard deviation) each dot gets a bar of one spread up and
+    down, so that one sees whether the members disagree where the mean errs.
     The figures come from :func:`~molsepnorm.inference.metrics.compute_metrics`, so they are
     the ones ``evaluate`` prints (but for molhiv's ROC-AUC, which OGB's Evaluator computes
     the same way).
@@ -250,6 +253,8 @@ def plot_evaluation(
         panel_size: inches per panel.
         flagged: ``(M,)`` booleans, True for a molecule with an applicability warning
             (``evaluation_frame``'s ``warning`` column not empty), or None.
+        spread: ``(M, T)`` (or ``(M,)``) the members' standard deviation, or None; drawn
+            below :data:`PARITY_BIN_ABOVE` molecules.
     """
     y = np.asarray(y_true, dtype=np.float64)
     p = np.asarray(y_pred, dtype=np.float64)
@@ -264,6 +269,11 @@ def plot_evaluation(
     warned = np.zeros(y.shape[0], dtype=bool) if flagged is None else np.asarray(flagged, dtype=bool).ravel()
     if warned.shape != (y.shape[0],):
         raise ValueError(f"flagged has {warned.size} values for {y.shape[0]} molecules")
+    bars = None if spread is None else np.asarray(spread, dtype=np.float64)
+    if bars is not None:
+        bars = bars.reshape(-1, 1) if bars.ndim == 1 else bars
+        if bars.shape != y.shape:
+            raise ValueError(f"spread has shape {bars.shape}; the predictions {y.shape}")
     per_target = 1 if task == "regression" else 3
     n = y.shape[1] * per_target
     cols = min(n, 3)
@@ -274,7 +284,7 @@ def plot_evaluation(
         labelled = np.isfinite(y[:, t]) & np.isfinite(p[:, t])  # a molecule without a prediction is not drawn
         yt, pt = y[labelled, t], p[labelled, t]
         if task == "regression":
-            _parity_panel(fig, axes[t], yt, pt, name, warned[labelled])
+            _parity_panel(fig, axes[t], yt, pt, name, warned[labelled], None if bars is None else bars[labelled, t])
         else:
             _classification_panels(*axes[3 * t:3 * t + 3], yt, pt, name)
     for ax in axes[n:]:
@@ -284,7 +294,8 @@ def plot_evaluation(
     return fig
 
 
-def _parity_panel(fig: Figure, ax: Any, y: np.ndarray, p: np.ndarray, name: str, warned: np.ndarray) -> None:
+def _parity_panel(fig: Figure, ax: Any, y: np.ndarray, p: np.ndarray, name: str, warned: np.ndarray,
+                  spread: Optional[np.ndarray]) -> None:
     ax.set_title(name)
     ax.set_xlabel(f"true {name}")
     ax.set_ylabel(f"predicted {name}")
@@ -299,6 +310,9 @@ def _parity_panel(fig: Figure, ax: Any, y: np.ndarray, p: np.ndarray, name: str,
         cells = ax.hexbin(y, p, gridsize=60, bins="log", mincnt=1, cmap="viridis", extent=(low, high, low, high))
         fig.colorbar(cells, ax=ax, label="molecules (log scale)")
     else:
+        if spread is not None:
+            ax.errorbar(y, p, yerr=spread, fmt="none", ecolor="0.55", elinewidth=0.8, alpha=0.7,
+                        label="members' spread (± 1 std)")
         ax.scatter(y[~warned], p[~warned], s=size, alpha=0.6, linewidths=0, color="C0",
                    label=f"no warning ({int((~warned).sum()):,})" if warned.any() else None)
     if warned.any():

@@ -112,10 +112,14 @@ def _write_pictures(frame: Any, report: dict[str, Any], predictions_path: Option
     if plot_path is not None:
         from molsepnorm.analysis.plots import plot_evaluation, save_figure
 
-        names = report["target_names"]
+        names, members = report["target_names"], report["members"]
+        model = report["checkpoint"] if len(members) == 1 or ", " not in report["checkpoint"] else \
+            f"an ensemble of {len(members)} models"
+        spread = [f"{t}_std" for t in names]
         fig = plot_evaluation(frame[[f"{t}_true" for t in names]].to_numpy(),
                               frame[[f"{t}_pred" for t in names]].to_numpy(), report["task"], names,
-                              title=f"{report['checkpoint']} on {report['dataset']} {report['split']}",
-                              flagged=frame["warning"].astype(bool).to_numpy() if "warning" in frame else None)
+                              title=f"{model} on {report['dataset']} {report['split']}",
+                              flagged=frame["warning"].astype(bool).to_numpy() if "warning" in frame else None,
+                              spread=frame[spread].to_numpy() if set(spread) <= set(frame.columns) else None)
         written.append(str(save_figure(fig, plot_path)))
     return written

@@ -136,3 +136,19 @@ def test_molecules_without_a_prediction_are_left_out_of_the_picture():
     assert drawn == {"no warning (6)": 6, "applicability warning (3)": 3}  # 0, 4 and 8 warned; 3 not drawn
     with pytest.raises(ValueError, match="flagged has 3 values for 10 molecules"):
         plot_evaluation(y, p, "regression", flagged=[True, False, True])
+
+
+def test_an_ensembles_spread_is_drawn_as_a_bar_on_each_molecule():
+    from matplotlib.collections import LineCollection
+
+    y = np.arange(6.0)
+    spread = np.array([0.1, 0.2, 0.3, 0.4, 0.5, np.nan])
+    p = y.copy()
+    p[5] = np.nan  # not predicted: no dot and no bar
+    fig = plot_evaluation(y, p, "regression", ["logS"], spread=spread)
+    bars = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
+    assert len(bars) == 1 and len(bars[0].get_segments()) == 5
+    heights = sorted(float(seg[1, 1] - seg[0, 1]) for seg in bars[0].get_segments())
+    assert heights == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])  # one spread up and one down
+    with pytest.raises(ValueError, match="spread has shape"):
+        plot_evaluation(y, p, "regression", spread=np.zeros(5))
