@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, MutableMapping, Optional, Union
 
-from molsepnorm.checkpoint.checkpoint import Checkpoint
+from molsepnorm.checkpoint.checkpoint import PRETRAINED, Checkpoint
 from molsepnorm.errors import MolsepnormError
 
 PathLike = Union[str, os.PathLike]
@@ -55,8 +55,10 @@ def checkpoint_data(
         if dataset is None:
             raise MolsepnormError(f"{checkpoint.name}: the checkpoint names no data set; give --dataset")
     same = dataset == trained_on.dataset
-    own_split = same and options is None  # the run's own split: keep only what it trained on
-    options = dict(options) if options is not None else (dict(trained_on.options) if same else {})
+    # a pretrained encoder's options are its corpus reader's (pretrain), not the data set's
+    reuse = same and checkpoint.task.type != PRETRAINED
+    own_split = reuse and options is None  # the run's own split: keep only what it trained on
+    options = dict(options) if options is not None else (dict(trained_on.options) if reuse else {})
     if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
         data_root = trained_on.data_root
     if not same and looks_like_table(str(dataset)):

@@ -60,18 +60,21 @@ def evaluate_checkpoint(
         that order (one model: ``[metrics]``).
 
     Raises:
-        MolsepnormError: ensemble members that predict different things (as ``predict``).
+        MolsepnormError: ensemble members that predict different things (as ``predict``), or
+            a pretrained encoder (no trained head: nothing to score).
     """
     from molsepnorm.checkpoint import Checkpoint, check_ensemble, checkpoint_data, distinct_domains, resolve_models
     from molsepnorm.inference.device import resolve_device
     from molsepnorm.inference.metrics import compute_metrics, spread_ranks_errors
-    from molsepnorm.inference.runner import Runner, run
+    from molsepnorm.inference.runner import Runner, check_predicts, run
 
     specs = [model] if isinstance(model, (str, os.PathLike)) else list(model)
     if not specs:
         raise ValueError("evaluate_checkpoint needs at least one model")
     paths = resolve_models(specs)
     checkpoints = [Checkpoint.load(path) for path in paths]
+    for path, loaded in zip(paths, checkpoints):  # a pretrained encoder has nothing to score
+        check_predicts(loaded.task.type, str(path))
     check_ensemble(checkpoints)
     checkpoint = checkpoints[0]
     same_split = all(c.data.dataset == checkpoint.data.dataset and dict(c.data.options) == dict(checkpoint.data.options)

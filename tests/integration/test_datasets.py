@@ -504,3 +504,17 @@ def test_a_zinc_graph_is_compared_by_similarity_through_its_rebuilt_molecule(zin
     strict = ApplicabilityDomain.from_graphs([zinc.train[i] for i in range(200)], "zinc", tanimoto_threshold=1.01)
     warned = applicability_warnings([strict], [zinc.test[i] for i in range(20)], None, "zinc")
     assert all("nearest training molecule Tanimoto" in w for w in warned)  # every molecule was compared
+
+
+def test_a_pretrained_encoder_is_analyzed_on_its_corpus_and_refused_by_evaluate(molhiv, data_root: Path) -> None:
+    """molhiv-encoder records its corpus reader's options, which molhiv's loader does not take."""
+    from molsepnorm.checkpoint import Checkpoint, checkpoint_data, resolve_model
+    from molsepnorm.errors import MolsepnormError
+    from molsepnorm.inference import evaluate_checkpoint
+
+    encoder = Checkpoint.load(resolve_model("molhiv-encoder"))
+    assert encoder.data.dataset == "molhiv" and encoder.data.options  # {"limit": None}: pretrain's
+    graphs, splits = checkpoint_data(encoder, None, "test", data_root=data_root, targets=False)
+    assert len(graphs) == 4_113 and splits.indices("test").tolist() == molhiv.split_indices["test"].tolist()
+    with pytest.raises(MolsepnormError, match="a pretrained encoder has no trained head"):
+        evaluate_checkpoint("molhiv-encoder", data_root=data_root)
