@@ -160,6 +160,7 @@ def analyze_checkpoints(
     batch_size: int = 256,
     device: str = "cpu",
     uniformity_max_points: Optional[int] = 10_000,
+    progress: Optional[bool] = None,
 ) -> AnalysisResult:
     """Spectrum, effective rank and uniformity of the graph-token embeddings of checkpoints.
 
@@ -174,6 +175,7 @@ def analyze_checkpoints(
         batch_size: molecules per batch.
         device: ``cpu``, ``cuda`` or ``auto``.
         uniformity_max_points: see :func:`analyze_embeddings`.
+        progress: a bar of the molecules embedded, per model (None: only on a terminal).
 
     Returns:
         An :class:`AnalysisResult`: ``.metrics``, ``.spectra``, ``.figures``; ``.save(dir)``.
@@ -187,7 +189,8 @@ def analyze_checkpoints(
         raise ValueError(f"{len(labels)} label(s) for {len(paths)} checkpoint(s)")
     loaded: dict[Any, Any] = {}
     computed = [checkpoint_embeddings(p, dataset=dataset, split=split, data_root=data_root, options=options,
-                                      batch_size=batch_size, device=device, loaded=loaded) for p in paths]
+                                      batch_size=batch_size, device=device, loaded=loaded, progress=progress)
+                for p in paths]
     names = list(labels) if labels is not None else default_labels(paths, [c.norm for c in computed])
     datasets = sorted({c.dataset for c in computed})
     where = f"{', '.join(datasets)} {split}"

@@ -59,6 +59,7 @@ def graph_embeddings(
     data: Any,
     batch_size: int = 256,
     device: Union[str, torch.device] = "cpu",
+    progress: Optional[bool] = False,
 ) -> Tensor:
     """Graph-token embeddings (M, D) of ``model`` on the M graphs of ``data``, in data order.
 
@@ -68,6 +69,7 @@ def graph_embeddings(
         data: a sequence of encoded graphs (a split of :func:`molsepnorm.load_dataset`).
         batch_size: molecules per batch.
         device: where to run the model.
+        progress: a bar of the molecules embedded (None: only on a terminal).
 
     Returns:
         float32 CPU tensor (M, D).
@@ -76,7 +78,8 @@ def graph_embeddings(
 
     if len(data) == 0:
         raise MolsepnormError("no molecules to embed: the split is empty")
-    out = run([Runner(model.to(device), "regression")], data, embed=True, batch_size=batch_size).values[0]
+    out = run([Runner(model.to(device), "regression")], data, embed=True, batch_size=batch_size, progress=progress,
+              description="embedding").values[0]
     assert not np.isnan(out).any(), "a molecule was left without an embedding"
     return torch.from_numpy(out.astype(np.float32))
 
@@ -90,6 +93,7 @@ def checkpoint_embeddings(
     batch_size: int = 256,
     device: str = "cpu",
     loaded: Optional[MutableMapping[Any, Any]] = None,
+    progress: Optional[bool] = None,
 ) -> CheckpointEmbeddings:
     """Graph-token embeddings of a model on a split (see
     :func:`molsepnorm.checkpoint.checkpoint_data`: by default its own test split).
@@ -103,13 +107,14 @@ def checkpoint_embeddings(
         batch_size: molecules per batch.
         device: ``cpu``, ``cuda`` or ``auto``.
         loaded: memo of loaded data sets, shared across calls.
+        progress: a bar of the molecules embedded (None: only on a terminal).
     """
     from molsepnorm.checkpoint import Checkpoint, checkpoint_data
     from molsepnorm.inference.device import resolve_device
 
     ckpt = Checkpoint.load(checkpoint)
     data, splits = checkpoint_data(ckpt, dataset, split, data_root, options, targets=False, loaded=loaded)
-    z = graph_embeddings(ckpt.build_model(), data, batch_size, resolve_device(device))
+    z = graph_embeddings(ckpt.build_model(), data, batch_size, resolve_device(device), progress=progress)
     config = dict(ckpt.model_config)
     info = {"epoch": ckpt.epoch, "step": ckpt.step, "kind": ckpt.kind, "metrics": ckpt.metrics}
     return CheckpointEmbeddings(embeddings=z, checkpoint=str(checkpoint), dataset=splits.name, split=split,

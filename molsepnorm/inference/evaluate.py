@@ -29,6 +29,7 @@ def evaluate_checkpoint(
     device: str = "cpu",
     predictions: bool = False,
     applicability: bool = True,
+    progress: Optional[bool] = None,
 ) -> dict[str, Any]:
     """Metrics of a checkpoint's model on a split of a data set.
 
@@ -48,6 +49,7 @@ def evaluate_checkpoint(
         applicability: check every molecule against the models' applicability domains, as
             ``predict`` does (its ``warning`` column), and score the molecules with a warning
             and those without apart: does the warning point at worse predictions?
+        progress: a bar of the molecules scored (None: only on a terminal).
 
     Returns:
         ``{"checkpoint", "members", "dataset", "split", "num_molecules", "task", "target_names",
@@ -84,7 +86,7 @@ def evaluate_checkpoint(
                       f"({checkpoint.data.dataset}); give dataset= to choose", UserWarning, stacklevel=2)
     data, splits = checkpoint_data(checkpoint, dataset, split, data_root, options)
     runners = [Runner.from_checkpoint(c, resolve_device(device)) for c in checkpoints]
-    out = run(runners, data, batch_size=batch_size)
+    out = run(runners, data, batch_size=batch_size, progress=progress, description=f"scoring {split}")
     task = checkpoint.task
     metrics = compute_metrics(task.type, out.targets, out.mean(), task.target_names, dataset=splits.name)
     member_metrics = [metrics] if len(runners) == 1 else [

@@ -145,6 +145,8 @@ def run(
     shard: tuple[int, int] = (0, 1),
     gather: Optional[Callable[[list[Any]], list[list[Any]]]] = None,
     member_threads: Union[int, str] = "auto",
+    progress: Optional[bool] = False,
+    description: str = "",
 ) -> RunOutput:
     """Outputs of every runner on every graph, batched by size.
 
@@ -166,6 +168,8 @@ def run(
             (:func:`~molsepnorm.inference.device.resolve_member_threads`: one per usable
             CPU when torch runs one thread, else one); one runner alone always runs in
             this thread.  Pass 1 when several threads or processes already share the CPUs.
+        progress: a bar of the molecules done on stderr (None: only on a terminal).
+        description: the bar's label.
 
     Returns:
         A :class:`RunOutput`; a graph nobody ran (impossible when the shards cover all
@@ -176,6 +180,8 @@ def run(
     from molsepnorm.data.collate import GraphCollator
     from molsepnorm.data.columns import num_atoms
     from molsepnorm.data.sampler import size_batches
+    from tqdm.auto import tqdm
+
     from molsepnorm.inference.device import resolve_member_threads
 
     if not runners:
@@ -198,6 +204,8 @@ def run(
     threads = resolve_member_threads(member_threads, len(runners), device)
     pool = ThreadPoolExecutor(threads, thread_name_prefix="molsepnorm-member") if threads > 1 else None
     modes = [r.model.training for r in runners]
+    bar = tqdm(total=sum(len(b) for b in batches), desc=description or None, unit="mol", leave=False,
+               disable=None if progress is None else not progress)
     parts: list[tuple[list[int], np.ndarray, Optional[np.ndarray]]] = []
     # with a pool, the members of the next batch start while this batch's last ones finish
     in_flight: deque[tuple[list[int], list[Future], Optional[np.ndarray]]] = deque()
@@ -208,6 +216,7 @@ def run(
             for idx, batch in zip(batches, loader):
                 batch = batch.to(device, non_blocking=True)
                 y = batch.y.double().cpu().numpy() if batch.y is not None else None
+                bar.update(len(idx))
                 if pool is None:
                     parts.append((idx, np.stack([_outputs(r, batch, embed) for r in runners]), y))  # (R, B, W)
                     continue
@@ -217,6 +226,7 @@ def run(
             while in_flight:
                 parts.append(_collect(in_flight.popleft()))
     finally:
+        bar.close()
         try:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)

@@ -117,3 +117,14 @@ def test_a_member_that_fails_in_its_thread_raises_here_and_modes_are_restored(gr
     with pytest.raises(RuntimeError, match="member 2 broke"):
         run(runners, graphs, batch_size=2, member_threads=2)
     assert runners[0].model.training and runners[1].model.training
+
+
+def test_a_progress_bar_counts_this_shards_molecules(graphs, capsys):
+    runner = Runner(_model(), "regression")
+    quiet = run([runner], graphs, batch_size=3)
+    assert capsys.readouterr().err == ""  # off by default: training's validation says nothing
+    shown = run([runner], graphs[:7], batch_size=3, shard=(0, 2), progress=True, description="scoring test")
+    err = capsys.readouterr().err
+    mine = int((~np.isnan(shown.values[0][:, 0])).sum())
+    assert "scoring test" in err and f"/{mine} " in err and mine < 7  # the total: this shard's molecules
+    np.testing.assert_array_equal(run([runner], graphs, batch_size=3, progress=True).values, quiet.values)
