@@ -125,6 +125,10 @@ def resolve_workers(workers: Union[int, str], input_path: Any = None) -> int:
     return workers
 
 
+#: how often a worker checks that the process that started it is still there (seconds)
+PARENT_POLL_SECONDS = 1.0
+
+
 def featurized_chunks(records: Iterable[Record], vocab: str, chunk_size: int, workers: int = 0,
                       max_atoms: Optional[int] = MAX_ATOMS, domains: Sequence[Any] = ()
                       ) -> Iterator[tuple[list[Record], list[Featurized]]]:
@@ -163,6 +167,21 @@ def _worker_init() -> None:
     # Featurization runs on NumPy and RDKit: a worker does not import torch (hundreds of MB
     # per process).  Should anything import it here, it gets one thread, not one per core.
     import os
+    import threading
 
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = "1"
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="molsepnorm-parent-watch",
+                     daemon=True).start()
+
+
+def _exit_with_parent(parent: int, every: float = PARENT_POLL_SECONDS) -> None:
+    """End this worker once its parent is gone.  A parent that exits normally shuts the pool
+    down; one killed outright (SIGKILL, the kernel's out-of-memory killer) cannot, and its
+    workers would otherwise wait for work forever, orphaned."""
+    import os
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)

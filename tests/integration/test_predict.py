@@ -180,6 +180,61 @@ def test_embed_file(predictor: Predictor, tmp_path: Path):
         assert npz["ids"].tolist() == ["a", "b", "c"] and npz["smiles"].tolist() == ["CCO", "C1CC", "c1ccccc1"]
 
 
+ORPHAN = r"""
+import sys, time
+from molsepnorm.predict.featurizing import featurized_chunks
+from molsepnorm.predict.readers import Record
+
+if __name__ == "__main__":  # spawned workers import this file too
+    records = (Record(i + 1, i + 1, str(i + 1), "CCO") for i in range(10_000))
+    chunks = featurized_chunks(records, "ogb", 50, workers=1)
+    next(chunks)  # the worker is up and has featurized a chunk
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live (not zombie) processes below ``pid``, from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_featurizing_workers_end_when_their_parent_is_killed(tmp_path: Path):
+    """SIGKILL (or the out-of-memory killer) leaves no time to shut the pool down; the
+    workers notice their parent is gone and end instead of waiting for work forever."""
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        workers = _descendants(parent.pid)
+        assert workers  # the featurizing worker (and multiprocessing's resource tracker)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and workers & _descendants(1) - {parent.pid}:
+        time.sleep(0.2)
+    left = {pid for pid in workers if Path(f"/proc/{pid}/stat").exists()
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"}
+    for pid in left:  # leave no orphan behind, even when failing
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"worker processes outlived their killed parent: {sorted(left)}"
+
+
 def test_worker_processes_give_the_same_output(predictor: Predictor, tmp_path: Path):
     src = tmp_path / "w.smi"
     src.write_text("\n".join(nci_smiles(60) + ["C1CC", "", "CCO last"]) + "\n")
