@@ -6,9 +6,10 @@ The bytes go to a temporary file in the target's folder, are flushed and fsynced
 temporary file is renamed over the target (``os.replace``: atomic on POSIX and Windows), then the folder is
 fsynced so that the rename survives a power cut.  A reader sees the previous file or the
 whole new one, never a torn one.  A symbolic link is followed (the file it points to is
-replaced, the link stays); an existing file keeps its permission bits; a target that exists
-and is not a regular file (``/dev/stdout``, a named pipe) is written in place, since it
-cannot be replaced.
+replaced, the link stays), except in a run directory; an existing file keeps its permission
+bits (set when the write is complete); a new one gets those of any new file (0666 less the
+umask); a target that exists and is not a regular file (``/dev/stdout``, a named pipe) is
+written in place, since it cannot be replaced.
 
 The temporary file is hidden and unique (``.<name>.<random>.part``: two writers never share
 one, and a user's own file is never touched), except in a run directory and for checkpoints
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterator, Union
 
@@ -49,37 +50,51 @@ class AtomicFile:
         if "b" not in mode:
             open_kwargs.setdefault("encoding", "utf-8")
         path = Path(target)
-        self.target = Path(os.path.realpath(path)) if path.is_symlink() else path
+        # a user's link to their file is followed; a run directory's temporary stays in the run directory
+        self.target = Path(os.path.realpath(path)) if path.is_symlink() and not fixed_temporary else path
         self.tmp: Any = None
-        if self.target.exists() and not self.target.is_file():  # a device or a pipe: nothing to rename over
-            self.handle: IO[Any] = open(self.target, mode, **open_kwargs)
+        if self.target.exists() and not self.target.is_file() and not self.target.is_symlink():
+            self.handle: IO[Any] = open(self.target, mode, **open_kwargs)  # a device or a pipe: nothing to rename over
             return
-        folder = self.target.parent
-        folder.mkdir(parents=True, exist_ok=True)
-        # the mode the file had, else an ordinary new file's (mkstemp makes 0600)
-        mode_bits = stat.S_IMODE(os.stat(self.target).st_mode) if self.target.exists() else 0o666 & ~_umask()
+        self.target.parent.mkdir(parents=True, exist_ok=True)
         if fixed_temporary:
             self.tmp = self.target.with_name(self.target.name + ".tmp")
-            self.handle = open(self.tmp, mode, **open_kwargs)
+            self.tmp.unlink(missing_ok=True)  # a torn one (a killed run's), whatever its mode
+            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         else:
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.target.name}.", suffix=".part", dir=folder)
-            self.tmp = Path(tmp)
+            fd = self._unique()
+        try:
+            self.handle = os.fdopen(fd, mode, **open_kwargs)
+        except BaseException:
+            os.close(fd)
+            self.tmp.unlink(missing_ok=True)
+            raise
+
+    def _unique(self) -> int:
+        """Create ``.<name>.<random>.part`` beside the target (mode 0666 less the umask, as
+        any new file) and return its descriptor."""
+        for _ in range(100):
+            self.tmp = self.target.with_name(f".{self.target.name}.{secrets.token_hex(4)}.part")
             try:
-                self.handle = os.fdopen(fd, mode, **open_kwargs)
-            except BaseException:
-                os.close(fd)
-                self.tmp.unlink(missing_ok=True)
-                raise
-        os.chmod(self.tmp, mode_bits)
+                return os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"no free temporary name beside {self.target}")
 
     def commit(self) -> Path:
-        """Flush, fsync and rename the temporary file over the target; return the target."""
+        """Flush, fsync and rename the temporary file over the target (which keeps its
+        permission bits); return the target."""
         self.handle.flush()
         if self.tmp is None:
             self.handle.close()
             return self.target
         os.fsync(self.handle.fileno())
         self.handle.close()
+        try:
+            if self.target.exists():
+                os.chmod(self.tmp, stat.S_IMODE(os.stat(self.target).st_mode) & 0o777)
+        except OSError:  # a file system without modes (some network mounts): the new file keeps its own
+            pass
         os.replace(self.tmp, self.target)
         fsync_dir(self.target.parent)
         return self.target
@@ -104,10 +119,10 @@ def atomic_write(path: PathLike, mode: str = "w", fixed_temporary: bool = False,
     target = AtomicFile(path, mode, fixed_temporary, **open_kwargs)
     try:
         yield target.handle
+        target.commit()
     except BaseException:
         target.abort()
         raise
-    target.commit()
 
 
 def fsync_dir(directory: PathLike) -> None:
@@ -122,9 +137,3 @@ def fsync_dir(directory: PathLike) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

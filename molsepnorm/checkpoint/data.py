@@ -57,11 +57,14 @@ def checkpoint_data(
     same = dataset == trained_on.dataset
     # a pretrained encoder's options are its corpus reader's (pretrain), not the data set's
     reuse = same and checkpoint.task.type != PRETRAINED
-    own_split = reuse and options is None  # the run's own split: keep only what it trained on
-    options = dict(options) if options is not None else (dict(trained_on.options) if reuse else {})
+    given = options is not None
+    own_split = reuse and not given  # the run's own split: keep only what it trained on
+    options = dict(options) if given else (dict(trained_on.options) if reuse else {})
+    if same and not reuse and not given and "smiles_column" in trained_on.options:
+        options.setdefault("smiles_column", trained_on.options["smiles_column"])  # a table corpus's column
     if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
         data_root = trained_on.data_root
-    if not same and looks_like_table(str(dataset)):
+    if not reuse and looks_like_table(str(dataset)):
         options.setdefault("vocab", checkpoint.featurizer.vocab)  # featurize as the model expects
     key = (str(dataset), None if data_root is None else str(data_root), repr(sorted(options.items())))
     if loaded is not None and key in loaded:

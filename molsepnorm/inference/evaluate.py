@@ -123,8 +123,14 @@ def applicability_warnings(domains: Sequence[Any], graphs: Sequence[Any], smiles
     graph, where the graph keeps none of its own: OGB's molhiv), else rebuilt (ZINC)."""
     from molsepnorm.checkpoint.domain import domain_warning, graph_molecule
 
-    return [domain_warning(domains, graph, graph_molecule(graph, vocab, None if smiles is None else smiles[i]))
-            for i, graph in enumerate(graphs)]
+    out = []
+    for i, graph in enumerate(graphs):
+        try:
+            mol = graph_molecule(graph, vocab, None if smiles is None else smiles[i])
+        except Exception:  # noqa: BLE001 - domain_warning then says why the check could not be made
+            mol = None
+        out.append(domain_warning(domains, graph, mol))
+    return out
 
 
 def evaluation_frame(

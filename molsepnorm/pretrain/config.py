@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
 import yaml
@@ -251,7 +250,11 @@ class PretrainExperiment:
         return cls(model=dict(model), pretrain=options, corpus=corpus)
 
     def save_yaml(self, path: PathLike) -> None:
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+        """Write the configuration to ``path`` as YAML, atomically (a torn one would block resume)."""
+        from molsepnorm._atomic import atomic_write
+
+        with atomic_write(path, fixed_temporary=True) as fh:
+            fh.write(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 def load_pretrain_config(path: Optional[PathLike] = None,

@@ -387,8 +387,11 @@ class ExperimentConfig:
         return cls(model=dict(model), train=train, data=data)
 
     def save_yaml(self, path: PathLike) -> None:
-        """Write the configuration to ``path`` as YAML."""
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+        """Write the configuration to ``path`` as YAML, atomically (a torn one would block resume)."""
+        from molsepnorm._atomic import atomic_write
+
+        with atomic_write(path, fixed_temporary=True) as fh:
+            fh.write(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 # model keys whose default is a value but which also take null (see GraphormerConfig)

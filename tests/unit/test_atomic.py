@@ -1,6 +1,8 @@
 """molsepnorm._atomic.atomic_write: the whole new file or the previous one, never a torn one."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from molsepnorm._atomic import atomic_write
@@ -32,13 +34,19 @@ def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(tmp_path
 def test_a_link_is_followed_and_the_files_mode_kept(tmp_path):
     real = tmp_path / "real.csv"
     real.write_text("old")
-    real.chmod(0o600)
+    real.chmod(0o640)
     link = tmp_path / "link.csv"
     link.symlink_to(real)
     with atomic_write(link) as fh:
         fh.write("new")
     assert link.is_symlink() and real.read_text() == "new"
-    assert real.stat().st_mode & 0o777 == 0o600
+    assert real.stat().st_mode & 0o777 == 0o640
+    new = tmp_path / "new.csv"
+    with atomic_write(new) as fh:
+        fh.write("x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert new.stat().st_mode & 0o777 == 0o666 & ~mask  # what any new file gets
 
 
 def test_writers_never_share_a_temporary_and_a_users_tmp_file_is_left_alone(tmp_path):
@@ -66,7 +74,6 @@ def test_a_run_directorys_files_use_a_fixed_temporary_that_resume_can_find(tmp_p
 
 
 def test_only_whole_writes_and_a_pipe_is_written_in_place(tmp_path):
-    import os
     import threading
 
     from molsepnorm._atomic import AtomicFile
@@ -76,10 +83,34 @@ def test_only_whole_writes_and_a_pipe_is_written_in_place(tmp_path):
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
     received = []
-    reader = threading.Thread(target=lambda: received.append(open(pipe).read()))
+    reader = threading.Thread(target=lambda: received.append(open(pipe).read()), daemon=True)
     reader.start()
     with atomic_write(pipe) as fh:
         fh.write("through the pipe")
     reader.join(timeout=10)
     assert received == ["through the pipe"]
     assert pipe.is_fifo()  # not replaced by a regular file
+
+
+def test_a_rename_that_fails_keeps_the_previous_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "out.csv"
+    path.write_text("old")
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    for fixed in (False, True):
+        with pytest.raises(OSError, match="No space"):
+            with atomic_write(path, fixed_temporary=fixed) as fh:
+                fh.write("new")
+        assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.csv"]
+
+
+def test_a_torn_temporary_of_a_killed_run_is_replaced_whatever_its_mode(tmp_path):
+    torn = tmp_path / "last.pt.tmp"
+    torn.write_bytes(b"half")
+    torn.chmod(0o444)
+    with atomic_write(tmp_path / "last.pt", "wb", fixed_temporary=True) as fh:
+        fh.write(b"whole")
+    assert (tmp_path / "last.pt").read_bytes() == b"whole" and not torn.exists()
