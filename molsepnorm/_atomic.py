@@ -57,26 +57,17 @@ class AtomicFile:
             self.handle: IO[Any] = open(self.target, mode, **open_kwargs)  # a device or a pipe: nothing to rename over
             return
         self.target.parent.mkdir(parents=True, exist_ok=True)
+        create = mode.replace("w", "x")  # created here, never reused: mode 0666 less the umask, as any new file
         if fixed_temporary:
             self.tmp = self.target.with_name(self.target.name + ".tmp")
             self.tmp.unlink(missing_ok=True)  # a torn one (a killed run's), whatever its mode
-            fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        else:
-            fd = self._unique()
-        try:
-            self.handle = os.fdopen(fd, mode, **open_kwargs)
-        except BaseException:
-            os.close(fd)
-            self.tmp.unlink(missing_ok=True)
-            raise
-
-    def _unique(self) -> int:
-        """Create ``.<name>.<random>.part`` beside the target (mode 0666 less the umask, as
-        any new file) and return its descriptor."""
-        for _ in range(100):
+            self.handle = open(self.tmp, create, **open_kwargs)
+            return
+        for _ in range(100):  # .<name>.<random>.part
             self.tmp = self.target.with_name(f".{self.target.name}.{secrets.token_hex(4)}.part")
             try:
-                return os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                self.handle = open(self.tmp, create, **open_kwargs)
+                return
             except FileExistsError:
                 continue
         raise FileExistsError(f"no free temporary name beside {self.target}")
