@@ -26,14 +26,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from encoder_contributions import PARTS, companion_inputs  # scripts/, beside this one
 from molsepnorm.checkpoint import Checkpoint, resolve_model
-from molsepnorm.data import load_dataset
 from molsepnorm.data.collate import GraphCollator
-from molsepnorm.data.columns import num_atoms
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
-from molsepnorm.train.companion import GROUP_L2, ridge, substructure_features
+from molsepnorm.train.companion import GROUP_L2, ridge
 
-PARTS = ("train", "val", "test")
 PENALTIES = (0.01, 0.1, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6)  # on features scaled to mean |value| 1
 
 
@@ -67,12 +65,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    splits = load_dataset(args.dataset, progress=False).with_train_fraction(args.fraction, seed=0)
-    parts = {p: list(splits[p]) for p in PARTS}
-    X, y = {}, {}
-    for p, graphs in parts.items():
-        X[p], targets = substructure_features(graphs, num_atoms(graphs), 16384, 0, counts="raw", properties=True)
-        y[p] = targets[:, 0]
+    parts, X, y = companion_inputs(args.dataset, args.fraction)
     keys = {p: [[tuple(row) for row in g.x.tolist()] for g in parts[p]] for p in PARTS}
 
     def linear(rows: np.ndarray) -> Callable[[Any], np.ndarray]:  # the library's regression companion, radius 0

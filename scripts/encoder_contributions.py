@@ -65,6 +65,19 @@ def atom_sums(model: Graphormer, parts: dict[str, list[Any]], which: str) -> dic
     return out
 
 
+def companion_inputs(dataset: str, fraction: float) -> tuple[dict[str, list[Any]], dict[str, Any], dict[str, np.ndarray]]:
+    """Per split: the graphs (the training split drawn down to ``fraction``, seed 0, as the
+    runs of that setting train), the linear model's features as training fits them on this
+    setting (radius 0 with atom properties, raw counts) and the first target."""
+    splits = load_dataset(dataset, progress=False).with_train_fraction(fraction, seed=0)
+    parts = {p: list(splits[p]) for p in PARTS}
+    X, y = {}, {}
+    for p, graphs in parts.items():
+        X[p], targets = substructure_features(graphs, num_atoms(graphs), 16384, 0, counts="raw", properties=True)
+        y[p] = targets[:, 0]
+    return parts, X, y
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--encoder", default="molhiv-encoder", help="bundled encoder name or encoder.pt")
@@ -76,12 +89,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    splits = load_dataset(args.dataset, progress=False).with_train_fraction(args.fraction, seed=0)
-    parts = {p: list(splits[p]) for p in PARTS}
-    X, y = {}, {}
-    for p, graphs in parts.items():
-        X[p], targets = substructure_features(graphs, num_atoms(graphs), 16384, 0, counts="raw", properties=True)
-        y[p] = targets[:, 0]
+    parts, X, y = companion_inputs(args.dataset, args.fraction)
     seen = np.asarray((X["train"] != 0).sum(0)).ravel() > 0
     novel = {p: ~covered_by(X[p], seen) for p in PARTS}
     mean, std = y["train"].mean(), y["train"].std()

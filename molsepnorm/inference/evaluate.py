@@ -88,14 +88,15 @@ def evaluate_checkpoint(
     runners = [Runner.from_checkpoint(c, resolve_device(device)) for c in checkpoints]
     out = run(runners, data, batch_size=batch_size, progress=progress, description=f"scoring {split}")
     task = checkpoint.task
-    metrics = compute_metrics(task.type, out.targets, out.mean(), task.target_names, dataset=splits.name)
+    mean, std = out.mean(), (out.std() if len(runners) > 1 else None)  # the ensemble's prediction and spread
+    metrics = compute_metrics(task.type, out.targets, mean, task.target_names, dataset=splits.name)
     member_metrics = [metrics] if len(runners) == 1 else [
         compute_metrics(task.type, out.targets, values, task.target_names, dataset=splits.name) for values in out.values]
     report = {"checkpoint": ", ".join(str(s) for s in specs), "members": [str(p) for p in paths],
               "dataset": splits.name, "split": split, "num_molecules": len(data), "task": task.type,
               "target_names": list(task.target_names), "metrics": metrics, "member_metrics": member_metrics}
-    if len(runners) > 1 and task.type == "regression":  # does the members' spread rank the errors?
-        report["spread"] = spread_ranks_errors(out.targets, out.mean(), out.std(), task.target_names)
+    if std is not None and task.type == "regression":  # does the members' spread rank the errors?
+        report["spread"] = spread_ranks_errors(out.targets, mean, std, task.target_names)
     flags = None
     if applicability:
         domains = distinct_domains(checkpoints, stacklevel=2)
@@ -105,12 +106,11 @@ def evaluate_checkpoint(
             report["num_flagged"] = int(flagged.sum())
             if flagged.any():
                 report["metrics_by_warning"] = {
-                    name: compute_metrics(task.type, out.targets[rows], out.mean()[rows], task.target_names,
+                    name: compute_metrics(task.type, out.targets[rows], mean[rows], task.target_names,
                                           dataset=splits.name)
                     for name, rows in (("no warning", ~flagged), ("warning", flagged))}
     if predictions:
-        report["predictions"] = evaluation_frame(splits, split, out.targets, out.mean(), task.type,
-                                                 std=out.std() if len(runners) > 1 else None,
+        report["predictions"] = evaluation_frame(splits, split, out.targets, mean, task.type, std=std,
                                                  warning_column=flags, target_names=task.target_names)
     return report
 
