@@ -4,7 +4,9 @@ Used by ``evaluate``, ``analyze`` and ``add_companion`` alike: without a data se
 the one the model was trained on, with the training run's loading options (hence the very
 same split), the part of its training split it was trained on (``data.train_fraction``) and
 its data root when that folder still exists; a CSV of another data set is featurized in
-the model's vocabulary.
+the model's vocabulary.  The model's own file, named relative to the folder it was trained
+in, is found through the absolute path the checkpoint recorded.  A pretrained encoder's own
+file corpus is read as molecules only, with the SMILES and id columns pretraining read.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ def checkpoint_data(
         MolsepnormError: no data set to use, or data featurized unlike the model's.
     """
     from molsepnorm.data.registry import PARTS, load_dataset, looks_like_table
+    from molsepnorm.data.smi_dataset import is_smi
 
     if split not in PARTS:
         raise MolsepnormError(f"unknown split {split!r}; use one of {', '.join(PARTS)}")
@@ -60,8 +63,16 @@ def checkpoint_data(
     given = options is not None
     own_split = reuse and not given  # the run's own split: keep only what it trained on
     options = dict(options) if given else (dict(trained_on.options) if reuse else {})
-    if same and not reuse and not given and "smiles_column" in trained_on.options:
-        options.setdefault("smiles_column", trained_on.options["smiles_column"])  # a table corpus's column
+    if same and not reuse and not given and looks_like_table(str(dataset)):  # an encoder's file corpus
+        for column in ("smiles_column", "id_column"):  # a table's columns as pretraining read them
+            if trained_on.options.get(column) is not None:
+                options.setdefault(column, trained_on.options[column])
+        if not is_smi(str(dataset)):
+            options.setdefault("target_columns", [])  # molecules only, whatever other columns it has
+        options.setdefault("on_invalid", "skip")  # pretraining left them out, each logged: so does this
+    if same and looks_like_table(str(dataset)) and not Path(str(dataset)).expanduser().exists() \
+            and trained_on.source and Path(trained_on.source).is_file():
+        dataset = trained_on.source  # the model's own file, given relative to another folder
     if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
         data_root = trained_on.data_root
     if not reuse and looks_like_table(str(dataset)):

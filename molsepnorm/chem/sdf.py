@@ -1,7 +1,7 @@
 """SD files, one record at a time: blocks, their data fields, and the molecule of a block.
 
-The one SDF reader under ``molsepnorm predict`` (:class:`~molsepnorm.predict.readers.
-RecordReader`) and labelled-SDF data sets (:mod:`molsepnorm.data.sdf_dataset`), so both
+The one SDF reader under the streaming record reader (:class:`~molsepnorm.chem.readers.
+RecordReader`: ``predict``, ``pretrain``) and labelled-SDF data sets (:mod:`molsepnorm.data.sdf_dataset`), so both
 cut a file into the same records, number them alike and read each molecule the same way:
 
 * :func:`sdf_blocks`: the records of a binary stream, separated by ``$$$$`` lines (any of

@@ -94,7 +94,7 @@ def _run(action: Callable[[], Any]) -> Any:
     """Run ``action``; argument problems exit 2, data problems exit 1, each with one message."""
     from molsepnorm.errors import InvalidMoleculeError, MolsepnormError
     from molsepnorm.checkpoint import CheckpointError, UnknownModelError
-    from molsepnorm.predict.readers import InputFormatError
+    from molsepnorm.chem.readers import InputFormatError
     from molsepnorm.predict.writer import OutputPathError
 
     try:

@@ -179,6 +179,9 @@ def load_csv(
         smiles_column: column of SMILES (exact name, else a unique case-insensitive match).
         target_columns: target column(s); default every column but the SMILES, id and
             split columns.  Empty / NaN / NA / None / null cells are missing targets.
+            None at all (``[]``, or a file of SMILES alone): unlabelled molecules, a data
+            set whose ``task`` is ``"unlabelled"`` (for ``analyze``, ``embed``; training
+            refuses it).
         split: ``"random"`` (seeded permutation), ``"scaffold"`` (seeded balanced
             Bemis–Murcko scaffold split, see :func:`molsepnorm.data.splits.scaffold_split`),
             ``"column:NAME"`` or just ``"NAME"`` (a column of train / val / valid /
@@ -205,15 +208,10 @@ def load_csv(
     smiles_col = find_column(table, smiles_column, "SMILES", label)
     kind, split_column = _resolve_split(split, table, label)
     id_col = find_column(table, id_column, "id", label) if id_column is not None else None
-    if target_columns is None:
+    if target_columns is None:  # every other column; none: unlabelled molecules
         targets = [str(c) for c in table.columns if c not in (smiles_col, split_column, id_col)]
-        if not targets:
-            raise DatasetFormatError(
-                f"{label}: no target column: the file has only {', '.join(map(repr, table.columns))}")
     else:
         names = [target_columns] if isinstance(target_columns, str) else list(target_columns)
-        if not names:
-            raise ValueError("target_columns is empty")
         targets = [find_column(table, t, "target", label) for t in names]
     lines = table.index.to_numpy(dtype=np.int64) + 2
     return load_table(table.reset_index(drop=True), name=file.name, source=file, content_sha256=file_sha256(file),

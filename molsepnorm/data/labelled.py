@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from molsepnorm.data.cache import build_once, cache_key, read_marker
 from molsepnorm.data.paths import PathLike
-from molsepnorm.data.registry import DatasetSplits, SkippedRow
+from molsepnorm.data.registry import UNLABELLED, DatasetSplits, SkippedRow
 from molsepnorm.data.splits import check_sizes, column_split, murcko_scaffold, random_split, scaffold_split
 from molsepnorm.errors import DatasetFormatError, DatasetNotFoundError, InvalidMoleculeError
 
@@ -121,7 +121,8 @@ class LabelledRows:
             :func:`~molsepnorm.chem.parse_molecule` sanitizes it and gives the chemistry
             reasons) or an :class:`InvalidMoleculeError` for a record that cannot be read.
         y: float32 ``(R, T)``, NaN for a missing target.
-        target_names: the T target names.
+        target_names: the T target names; none (T = 0) for a file of unlabelled
+            molecules, loaded as an ``"unlabelled"`` data set (no ``y``, no metric).
         lines: int64 ``(R,)``, the line of the file where each record starts (a header is line 1).
         records: int64 ``(R,)`` 1-based record numbers where records span lines (SDF);
             None where a record is a line, named by it (``row``, CSV).
@@ -192,7 +193,8 @@ def _featurize_rows(rows: LabelledRows, vocab: str, out: Path, what: str, progre
         else:
             data = graph.to_data()
             data.smiles = given.strip() if given is not None else graph.smiles
-            data.y = torch.from_numpy(rows.y[i:i + 1].astype(np.float32))  # [1, T], as GraphormerPreTransform makes it
+            if rows.target_names:  # an unlabelled file's graphs carry no y, as a corpus's (moses)
+                data.y = torch.from_numpy(rows.y[i:i + 1].astype(np.float32))  # [1, T], as GraphormerPreTransform
             graphs.append(data)
             kept.append(i)
             scaffolds.append(murcko_scaffold(mol))
@@ -287,7 +289,11 @@ def load_rows(
             f"{label}: {len(skipped)} invalid {what} ({where}); fix them, or leave these {rows.unit}s out with "
             f"--on-invalid skip (on_invalid='skip' in Python):\n{listing([str(s) for s in skipped])}")
     y_all = rows.y
-    all_missing = np.isnan(y_all[graph_rows]).all(axis=1) if graph_rows.size else np.zeros(0, dtype=bool)
+    labelled = bool(rows.target_names)
+    if labelled and graph_rows.size:
+        all_missing = np.isnan(y_all[graph_rows]).all(axis=1)
+    else:  # no targets to miss: an unlabelled file keeps every valid molecule
+        all_missing = np.zeros(graph_rows.size, dtype=bool)
     for i in graph_rows[all_missing]:
         skipped.append(rows.skipped(int(i), smiles_all[i], "every target is missing"))
     if skipped:
@@ -301,8 +307,14 @@ def load_rows(
                                  "target")
 
     kept_rows = graph_rows[keep]
-    resolved_task = infer_task(task, y_all[kept_rows], rows.target_names, lambda i: rows.place(int(kept_rows[i])),
-                               label)
+    if labelled:
+        resolved_task = infer_task(task, y_all[kept_rows], rows.target_names,
+                                   lambda i: rows.place(int(kept_rows[i])), label)
+    elif task is not None and str(task).lower() != UNLABELLED:
+        raise DatasetFormatError(f"{label}: task={task!r} needs targets, and the file has none (it is read as "
+                                 "unlabelled molecules)")
+    else:
+        resolved_task = UNLABELLED
     if split == "random":
         parts = random_split(len(keep), sizes, seed)
     elif split == "scaffold":
@@ -317,7 +329,7 @@ def load_rows(
     return DatasetSplits(
         name=name, train=datasets["train"], val=datasets["val"], test=datasets["test"], task=resolved_task,
         target_names=list(rows.target_names), vocab=vocab,
-        metric="rocauc" if resolved_task == "binary" else "mae",
+        metric=None if not labelled else "rocauc" if resolved_task == "binary" else "mae",
         split_indices={s: kept_rows[idx] for s, idx in parts.items()}, source=source, cache_dir=cache,
         skipped=skipped, smiles=list(smiles_all), ids=None if rows.ids is None else list(rows.ids),
         info={"split": split if split != "column" else f"column:{rows.split_column}", "seed": seed, "sizes": sizes,

@@ -253,9 +253,11 @@ def available_datasets() -> list[str]:
 
 
 def looks_like_table(name: str) -> bool:
-    """Whether ``name`` is read as a file (CSV / TSV / SDF) rather than a registered data set."""
+    """Whether ``name`` is read as a file (CSV / TSV / SDF / .smi) rather than a registered data set."""
+    from molsepnorm.data.smi_dataset import is_smi
+
     lowered = name.lower()
-    return lowered.endswith(_TABLE_SUFFIXES + SDF_SUFFIXES) or Path(name).expanduser().is_file()
+    return lowered.endswith(_TABLE_SUFFIXES + SDF_SUFFIXES) or is_smi(name) or Path(name).expanduser().is_file()
 
 
 def is_sdf(name: PathLike) -> bool:
@@ -269,9 +271,10 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
     Args:
         name: ``"zinc-subset"``, ``"zinc"`` (full ZINC), ``"molhiv"`` (alias
             ``"ogbg-molhiv"``), ``"nci-tpsa"``, a path to a CSV / TSV file of SMILES
-            and targets (see :func:`molsepnorm.data.csv_dataset.load_csv`), or to an SD
+            and targets (see :func:`molsepnorm.data.csv_dataset.load_csv`), to an SD
             file (``.sdf`` / ``.sdf.gz``) whose data fields hold the targets (see
-            :func:`molsepnorm.data.sdf_dataset.load_sdf`).
+            :func:`molsepnorm.data.sdf_dataset.load_sdf`), or to a ``.smi`` file of
+            unlabelled molecules (:func:`molsepnorm.data.smi_dataset.load_smi`).
         root: data root holding the raw benchmark folders (``ZINC/``, ``ogbg_molhiv/``);
             default ``$MOLSEPNORM_DATA``, else ``<cache>/data``.  Never written to,
             except that a missing benchmark is downloaded there when it is writable.
@@ -289,6 +292,12 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
         from molsepnorm.data.sdf_dataset import load_sdf
 
         return load_sdf(text, **options)
+    from molsepnorm.data.smi_dataset import is_smi
+
+    if is_smi(text):
+        from molsepnorm.data.smi_dataset import load_smi
+
+        return load_smi(text, **options)
     if isinstance(name, Path) or looks_like_table(text):
         from molsepnorm.data.csv_dataset import load_csv
 
@@ -300,8 +309,8 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise DatasetNotFoundError(
             f"unknown data set {text!r}.{hint} Known data sets: {', '.join(sorted(set(_CANONICAL.values())))}; "
-            "or give the path of a .csv / .tsv file of SMILES and targets, or of an .sdf / .sdf.gz file whose "
-            "data fields hold the targets."
+            "or give the path of a .csv / .tsv file of SMILES and targets, of an .sdf / .sdf.gz file whose "
+            "data fields hold the targets, or of a .smi file of molecules."
         )
     _check_options(_CANONICAL[text.lower()], loader, options)
     return loader(resolve_data_root(root), **options)

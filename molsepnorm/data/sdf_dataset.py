@@ -258,7 +258,8 @@ def load_sdf(
         path: ``.sdf`` / ``.sd`` file, optionally gzipped (``.sdf.gz``).
         target_columns: the data field(s) to learn, required (the error lists the
             fields, and those holding numbers).  Absent, empty, NA or non-numeric values
-            are missing targets (NaN), listed in one warning.
+            are missing targets (NaN), listed in one warning.  ``[]``: unlabelled
+            molecules, a data set whose ``task`` is ``"unlabelled"``.
         id_column: data field of the molecule ids (:attr:`DatasetSplits.ids`); default
             the title line, else the record number.
         split: ``"random"``, ``"scaffold"``, ``"column:FIELD"`` or just ``"FIELD"`` (a
@@ -282,12 +283,10 @@ def load_sdf(
     check_options(vocab, on_invalid)
     requested = [] if target_columns is None else (
         [target_columns] if isinstance(target_columns, str) else list(target_columns))
-    if target_columns is not None and not requested:
-        raise ValueError("target_columns is empty")
     split_name = parse_split(split)[1]
     wanted = [*requested, *([id_column] if id_column else []), *([split_name] if split_name is not None else [])]
     fields = read_sdf_fields(file, wanted)
-    if not requested:
+    if target_columns is None:
         numeric = [f for f, n in sorted(fields.numeric.items()) if n]
         raise DatasetFormatError(f"{label}: name the target field(s) of an SD file (target_columns / "
                                  f"--target-columns); the records' data fields are: {fields.describe() or '(none)'}"

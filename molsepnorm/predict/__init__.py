@@ -2,7 +2,7 @@
 
 * :class:`~molsepnorm.predict.predictor.Predictor`: ``Predictor.load(path_or_name)``,
   ``.predict(smiles | list | Series | Mol)`` -> DataFrame, ``.embed(...)`` -> numpy;
-* :mod:`~molsepnorm.predict.readers`: streaming records of .smi / .csv / .tsv / .sdf (.gz, stdin);
+* :mod:`~molsepnorm.chem.readers`: streaming records of .smi / .csv / .tsv / .sdf (.gz, stdin);
 * :mod:`~molsepnorm.predict.writer`: atomic CSV / NPZ outputs;
 * :mod:`~molsepnorm.predict.pipeline`: :func:`predict_file`, :func:`embed_file`;
 * :mod:`~molsepnorm.predict.distributed`: :func:`predict_partitioned`, one file across the
@@ -19,9 +19,9 @@ from molsepnorm._lazy import lazy_exports
 _EXPORTS = {
     "Predictor": "molsepnorm.predict.predictor",
     "ChunkResult": "molsepnorm.predict.predictor",
-    "Record": "molsepnorm.predict.readers",
-    "RecordReader": "molsepnorm.predict.readers",
-    "InputFormatError": "molsepnorm.predict.readers",
+    "Record": "molsepnorm.chem.readers",
+    "RecordReader": "molsepnorm.chem.readers",
+    "InputFormatError": "molsepnorm.chem.readers",
     "predict_file": "molsepnorm.predict.pipeline",
     "embed_file": "molsepnorm.predict.pipeline",
     "RunSummary": "molsepnorm.predict.pipeline",

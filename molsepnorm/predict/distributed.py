@@ -4,7 +4,7 @@
 spread over a cluster:
 
 1. This process (the driver) reads the input with the same
-   :class:`~molsepnorm.predict.readers.RecordReader` as ``molsepnorm predict``, so record
+   :class:`~molsepnorm.chem.readers.RecordReader` as ``molsepnorm predict``, so record
    numbers, lines, ids and the errors of unreadable records are the same, whatever the
    format (``.smi`` / ``.csv`` / ``.tsv`` / ``.sdf``, gzipped or not).  It cuts the
    records into partitions of ``partition_size`` and sends each to a worker
@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence, Union
 from molsepnorm.errors import InvalidMoleculeError, MolsepnormError
 from molsepnorm.predict.featurizing import MAX_ATOMS
 from molsepnorm.predict.predictor import DEFAULT_BATCH_SIZE, DEFAULT_CHUNK_SIZE
-from molsepnorm.predict.readers import Record, RecordReader
+from molsepnorm.chem.readers import Record, RecordReader
 from molsepnorm._atomic import AtomicFile
 from molsepnorm.predict.writer import PredictionWriter
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 import os
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Sequence, Union
 
 from molsepnorm.errors import InvalidMoleculeError
 from molsepnorm.inference.device import usable_cpus
-from molsepnorm.predict.readers import STDIN, Record
+
+if TYPE_CHECKING:  # the chem package imports RDKit: not for the CLI's import of this module's constants
+    from molsepnorm.chem.readers import Record
 
 
 @dataclass
@@ -114,6 +116,8 @@ def resolve_workers(workers: Union[int, str], input_path: Any = None) -> int:
         ValueError: neither ``"auto"`` nor a number >= 0.
     """
     if workers == "auto":
+        from molsepnorm.chem.readers import STDIN
+
         if input_path is None or str(input_path) == STDIN or usable_cpus() < 2:
             return 0
         try:

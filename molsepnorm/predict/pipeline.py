@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from molsepnorm.predict.featurizing import resolve_workers
 from molsepnorm.predict.predictor import DEFAULT_CHUNK_SIZE, ChunkResult, Predictor, prediction_frame
-from molsepnorm.predict.readers import STDIN, RecordReader, output_stem
+from molsepnorm.chem.readers import STDIN, RecordReader, output_stem
 from molsepnorm.predict.writer import STDOUT, EmbeddingWriter, PredictionWriter, check_output_path
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def predict_file(
 
     Args:
         out: the CSV (default: ``<stem>.predictions.csv`` beside the input; ``-`` is stdout).
-        fmt, smiles_column, id_column: see :class:`~molsepnorm.predict.readers.RecordReader`.
+        fmt, smiles_column, id_column: see :class:`~molsepnorm.chem.readers.RecordReader`.
         strict: stop at the first bad record (``InvalidMoleculeError`` naming file, row and
             reason); no output file is left.
         chunk_size: records held in memory at once.

@@ -34,13 +34,13 @@ import numpy as np
 
 from molsepnorm.errors import InvalidMoleculeError, MolsepnormError
 from molsepnorm.predict.featurizing import MAX_ATOMS, Featurized, featurized_chunks
-from molsepnorm.predict.readers import Record
 
 if TYPE_CHECKING:
     import pandas as pd
     import torch
 
     from molsepnorm.checkpoint import Checkpoint
+    from molsepnorm.chem.readers import Record
     from molsepnorm.inference import Runner
     from molsepnorm.inference.runner import RunOutput
 
@@ -396,6 +396,8 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
     """API inputs (a SMILES, a Mol, a list / array / Series of them) as records."""
     import pandas as pd
     from rdkit import Chem
+
+    from molsepnorm.chem.readers import Record  # at call time: the chem package imports RDKit
 
     if isinstance(molecules, pd.DataFrame):
         raise TypeError("pass one column of SMILES (e.g. df['smiles']), not a whole DataFrame")

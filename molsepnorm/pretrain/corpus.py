@@ -9,19 +9,19 @@ Named corpora (:data:`CORPORA`):
   fine-tuned on molhiv is scored on molecules it never saw, even unlabelled);
 * ``nci``: the 4,999 SMILES of RDKit's ``NCI/first_5K.smi`` (ships with RDKit: tests, demos).
 
-A file is read by :class:`molsepnorm.predict.readers.RecordReader` (``.smi``, ``.csv`` /
+A file is read by :class:`molsepnorm.chem.readers.RecordReader` (``.smi``, ``.csv`` /
 ``.tsv`` with a SMILES column, ``.sdf``; any of them gzipped), one record at a time, so a
 corpus never has to fit in memory.  Every pass over the corpus opens it again.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Mapping, Optional
 
+from molsepnorm.chem.readers import Record, RecordReader
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.predict.readers import Record, RecordReader
 from molsepnorm.pretrain.config import CorpusConfig
 
 CORPORA = ("moses", "molhiv", "nci")
@@ -36,11 +36,15 @@ class Corpus:
         source: the file (or folder) read.
         open: a new iterator over the records of one pass, in file order; each record's
             ``index`` (1-based) numbers it within the corpus, ``line`` locates it in ``source``.
+        columns: a CSV / TSV file's SMILES and id columns as read
+            (:attr:`~molsepnorm.chem.readers.RecordReader.columns`), so that a data set
+            loader reads the same molecules later; empty otherwise.
     """
 
     name: str
     source: str
     open: Callable[[], Iterator[Record]]
+    columns: Mapping[str, Optional[str]] = field(default_factory=dict)
 
     def records(self, limit: Optional[int] = None) -> Iterator[Record]:
         """One pass over the records (the first ``limit`` only, if given)."""
@@ -64,8 +68,9 @@ def open_corpus(config: CorpusConfig) -> Corpus:
     if not path.is_file():
         raise MolsepnormError(f"corpus {spec!r}: no such file, and no corpus of that name (named corpora: "
                               f"{', '.join(CORPORA)}; or a .smi / .csv / .tsv / .sdf file, optionally .gz)")
-    RecordReader(path, smiles_column=config.smiles_column).close()  # format and columns checked now
-    return Corpus(spec, str(path), lambda: _file_records(path, config.smiles_column))
+    with RecordReader(path, smiles_column=config.smiles_column) as reader:  # format and columns checked now
+        columns = reader.columns
+    return Corpus(spec, str(path.resolve()), lambda: _file_records(path, config.smiles_column), columns)
 
 
 def _file_records(path: Path, smiles_column: Optional[str]) -> Iterator[Record]:

@@ -38,7 +38,7 @@ from molsepnorm.checkpoint.checkpoint import PRETRAINED
 from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.predict.readers import Record
+from molsepnorm.chem.readers import Record
 from molsepnorm.pretrain.config import DEFAULT_WARMUP_WITHOUT_MAX_STEPS, PretrainExperiment
 from molsepnorm.pretrain.corpus import Corpus, open_corpus
 from molsepnorm.pretrain.objectives import PretextModel, describe, graph_targets
@@ -349,7 +349,7 @@ class Pretrainer:
             state_dict=self.pretext.encoder.state_dict(),
             featurizer=FeaturizerSpec.current(self.config.vocab, self.model_config.multi_hop_max_dist),
             task=TaskSpec(PRETRAINED, (), "none", False),
-            data=DataProvenance(dataset=str(cc.corpus), name=self.corpus.name, options={"limit": cc.limit},
+            data=DataProvenance(dataset=str(cc.corpus), name=self.corpus.name, options={"limit": cc.limit, **self.corpus.columns},
                                 source=self.corpus.source, sizes={}, data_root=cc.data_root),
             config=self.config.to_dict(),
             metrics=metrics if metrics is not None else {"pretrain": dict(self.last_row)},

@@ -25,7 +25,7 @@ import torch
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.predict.featurizing import featurized_chunks
-from molsepnorm.predict.readers import Record
+from molsepnorm.chem.readers import Record
 from molsepnorm.pretrain.corpus import Corpus
 from molsepnorm.train.batching import make_train_sampler
 

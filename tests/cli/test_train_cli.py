@@ -164,7 +164,7 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
 
     expected = spearmanr(table["tpsa_std"], table["tpsa_error"].abs()).statistic
     assert report["spread"]["spearman"] == pytest.approx(expected, abs=1e-3)
-    assert f"the members' spread against the error (Spearman; 1: a larger <target>_std" in result.stdout
+    assert "the members' spread against the error (Spearman; 1: a larger <target>_std" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     everything = tmp_path / "all.csv"
     result = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "all", "--predictions", str(everything)])
@@ -295,12 +295,15 @@ def test_cli_modules_do_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_invalid_skip(tmp_path):
+def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_invalid_skip(tmp_path, monkeypatch):
+    """The file is named relative to the folder training ran in; evaluate, run from another
+    folder, still finds it (through the checkpoint's absolute source) with the same split."""
     csv = write_tpsa_csv(tmp_path / "bad.csv", n=120)
     lines = csv.read_text().splitlines()
     lines[9] = "C1CC," + lines[9].split(",", 1)[1]  # row 10 of the file (the header is row 1)
     csv.write_text("\n".join(lines) + "\n")
-    args = ["--config", str(TINY), "--dataset", str(csv), "--epochs", "1", "--threads", "1", "--no-progress"]
+    monkeypatch.chdir(tmp_path)
+    args = ["--config", str(TINY), "--dataset", "bad.csv", "--epochs", "1", "--threads", "1", "--no-progress"]
     result = CliRunner().invoke(train, [*args, "--out", str(tmp_path / "stopped")])
     assert result.exit_code != 0
     assert "row 10: 'C1CC'" in result.output and "--on-invalid skip" in result.output
@@ -311,6 +314,15 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
     assert len(split["info"]["skipped"]) == 1 and split["info"]["skipped"][0].startswith("row 10: 'C1CC': ")
     used = {i for part in split["indices"].values() for i in part}
     assert 8 not in used and used == set(range(120)) - {8}  # 0-based data row 8 is file row 10
+
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    scored = CliRunner().invoke(evaluate, ["-m", str(tmp_path / "run" / "best.pt"), "--json", "-"])
+    assert scored.exit_code == 0, scored.output
+    report = json.loads(scored.stdout)
+    assert report["num_molecules"] == split["sizes"]["test"] and report["dataset"] == "bad.csv"
+    assert report["metrics"]["mae"] == pytest.approx(json.loads((tmp_path / "run" / "results.json").read_text())
+                                                     ["test"]["mae"])
 
 
 @pytest.mark.parametrize("counts, weights, expected", [

@@ -24,7 +24,6 @@ import math
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner

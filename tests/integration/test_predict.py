@@ -16,7 +16,7 @@ from rdkit import Chem
 
 from molsepnorm.errors import InvalidMoleculeError
 from molsepnorm.predict import Predictor, embed_file, predict_file
-from molsepnorm.predict.readers import Record
+from molsepnorm.chem.readers import Record
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "data" / "examples"
@@ -183,7 +183,7 @@ def test_embed_file(predictor: Predictor, tmp_path: Path):
 ORPHAN = r"""
 import sys, time
 from molsepnorm.predict.featurizing import featurized_chunks
-from molsepnorm.predict.readers import Record
+from molsepnorm.chem.readers import Record
 
 if __name__ == "__main__":  # spawned workers import this file too
     records = (Record(i + 1, i + 1, str(i + 1), "CCO") for i in range(10_000))

@@ -207,18 +207,23 @@ def test_sigkill_then_resume_from_the_command_line(tmp_path, sigkill_when):
         json.loads((tmp_path / "full" / "results.json").read_text())["last"]["loss"]
 
 
-def test_file_corpora_and_invalid_molecules(tmp_path):
-    """A CSV with a bad SMILES (named in the log with its line, counted), an SDF, a .smi."""
+def test_file_corpora_and_invalid_molecules(tmp_path, monkeypatch):
+    """A CSV with a bad SMILES (named in the log with its line, counted), an SDF, a .smi; each
+    encoder is then analyzed on its own corpus from another folder (the corpus named relative
+    to the first), the CSV's text and number columns read as what they are, not targets."""
     from rdkit import RDConfig
 
+    from molsepnorm.analysis import analyze_checkpoints
     from molsepnorm.data.nci import read_tpsa_file, tpsa_file
 
     table, _ = read_tpsa_file(tpsa_file())
     table = table.iloc[:200].copy()
     table.loc[3, "smiles"] = "C1CC"
+    table.insert(0, "name", [f"NSC{i}" for i in range(len(table))])  # text: not a number, not a target
     table.to_csv(tmp_path / "mols.csv", index=False)
+    monkeypatch.chdir(tmp_path)
     run = tmp_path / "csv"
-    result = pretrain(config(**{"corpus.corpus": str(tmp_path / "mols.csv"), "pretrain.max_steps": 8,
+    result = pretrain(config(**{"corpus.corpus": "mols.csv", "pretrain.max_steps": 8,
                                 "pretrain.log_every": 4, "pretrain.objective": "masked"}), out=run, console=False)
     assert result.invalid == 1 and result.history[-1]["invalid"] == 1
     log = (run / "train.log").read_text()
@@ -228,8 +233,21 @@ def test_file_corpora_and_invalid_molecules(tmp_path):
     assert pretrain(config(**{"corpus.corpus": str(sdf), "pretrain.max_steps": 4}), out=tmp_path / "sdf",
                     console=False).steps == 4
     (tmp_path / "mols.smi").write_text("".join(f"{s} m{i}\n" for i, s in enumerate(table["smiles"][:100])))
-    assert pretrain(config(**{"corpus.corpus": str(tmp_path / "mols.smi"), "pretrain.max_steps": 4,
+    assert pretrain(config(**{"corpus.corpus": "mols.smi", "pretrain.max_steps": 4,
                               "pretrain.objective": "contrastive"}), out=tmp_path / "smi", console=False).steps == 4
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for name, molecules in (("csv", 199), ("sdf", 200), ("smi", 99)):  # the bad SMILES is in both
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            analysis = analyze_checkpoints([tmp_path / name / "encoder.pt"], split="all", progress=False)
+        (metrics,) = analysis.metrics.values()
+        assert metrics["num_embeddings"] == molecules, name  # the CSV's bad row left out, as pretraining did
+        assert analysis.info["dataset"].endswith(f"mols.{name}" if name != "sdf" else "first_200.props.sdf")
+        if name == "csv":
+            assert any("row 5 (id 'NSC3'): 'C1CC'" in str(w.message) for w in caught)
 
 
 def test_moses_corpus_with_a_time_budget(tmp_path, data_root):

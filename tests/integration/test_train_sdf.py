@@ -17,7 +17,7 @@ from molsepnorm.checkpoint import Checkpoint, checkpoint_data
 from molsepnorm.inference import evaluate_checkpoint
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.predict import Predictor
-from molsepnorm.predict.readers import RecordReader
+from molsepnorm.chem.readers import RecordReader
 from molsepnorm.train.api import train
 from molsepnorm.train.config import load_experiment_config
 

@@ -3,7 +3,7 @@
 The path of data runs chem -> encodings -> data -> nn -> inference; checkpoint sits below
 the verbs; train, predict and analysis are verbs that share those layers and never import
 each other; pretrain sits above train and predict (it reuses train's optimisation step,
-schedule and DDP set-up, and predict's file readers and featurization); the CLI is the only
+schedule and DDP set-up, and predict's featurization); the CLI is the only
 layer above them all.
 """
 from __future__ import annotations

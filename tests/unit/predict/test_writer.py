@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from molsepnorm.predict.predictor import ChunkResult
-from molsepnorm.predict.readers import Record
+from molsepnorm.chem.readers import Record
 from molsepnorm.predict.writer import (
     EmbeddingWriter,
     OutputPathError,

@@ -165,8 +165,6 @@ def test_context_target_adds_one_softmax_over_the_environment_classes():
 
 @pytest.mark.parametrize("objective", ["masked", "both"])
 def test_motif_loss_reads_the_readout_and_is_the_squared_error_of_log_counts(objective):
-    from molsepnorm.chem.motifs import motif_counts
-
     b = batch()
     b.y[SMILES.index("C")] = float("nan")  # an unreadable molecule is left out, not taught zeros
     options = PretrainOptions(objective=objective, max_steps=1, motif_weight=2.0)

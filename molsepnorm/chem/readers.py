@@ -155,6 +155,16 @@ class RecordReader:
         if self.format in ("csv", "tsv"):
             self._open_table()
 
+    @property
+    def columns(self) -> dict[str, Optional[str]]:
+        """A CSV / TSV's columns as read: ``{"smiles_column": header, "id_column": header or
+        None}`` (what the default "named like smiles" / ``id`` / ``name`` resolved to); ``{}``
+        for the other formats."""
+        if self.format not in ("csv", "tsv"):
+            return {}
+        return {"smiles_column": self._header[self._smiles_at],  # type: ignore[index]
+                "id_column": None if self._id_at is None else self._header[self._id_at]}
+
     # --- progress ---------------------------------------------------------------------
     @property
     def bytes_read(self) -> int:

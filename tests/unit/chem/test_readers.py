@@ -9,7 +9,7 @@ import pytest
 from rdkit import Chem
 
 from molsepnorm.chem.sdf import sdf_data_fields
-from molsepnorm.predict.readers import (
+from molsepnorm.chem.readers import (
     InputFormatError,
     RecordReader,
     detect_format,

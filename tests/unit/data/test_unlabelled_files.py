@@ -1,0 +1,91 @@
+"""Files of molecules without targets through load_dataset: .smi files, a CSV of SMILES alone
+(or with ``target_columns=[]``), an SD file with ``target_columns=[]``.
+
+Each becomes an ``"unlabelled"`` data set (graphs without ``y``, no metric), featurized,
+cached and split as labelled files are, every bad line named.  The molecules are real:
+RDKit's NCI ``first_5K.smi`` and ``first_200.props.sdf``.
+"""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from rdkit import Chem, RDConfig
+
+from molsepnorm.chem import featurize_graph
+from molsepnorm.data import load_dataset
+from molsepnorm.data.registry import UNLABELLED, looks_like_table
+from molsepnorm.errors import DatasetFormatError
+
+NCI = Path(RDConfig.RDDataDir) / "NCI"
+
+
+@pytest.fixture(scope="module")
+def nci_lines() -> list[str]:
+    """The first 60 lines of RDKit's first_5K.smi (``SMILES<TAB>NSC number``)."""
+    with open(NCI / "first_5K.smi") as handle:
+        return [next(handle) for _ in range(60)]
+
+
+def test_a_smi_file_is_an_unlabelled_split_data_set_named_by_its_lines(tmp_path: Path, nci_lines) -> None:
+    lines = list(nci_lines)
+    lines[9] = "C1CCC unclosed\n"  # line 10: a ring never closed
+    lines.insert(20, "\n")  # a blank line is not a record: the lines below move down by one
+    lines.insert(30, "c1ccccc1O\n")  # line 31: no name, so the record number names it
+    path = tmp_path / "mols.smi"
+    path.write_text("".join(lines))
+    with pytest.raises(DatasetFormatError, match=r"mols\.smi: 1 invalid SMILES.*\n  row 10 \(id 'unclosed'\): 'C1CCC'"):
+        load_dataset(path, progress=False)
+    with pytest.warns(UserWarning, match=r"row 10"):
+        splits = load_dataset(path, on_invalid="skip", progress=False)
+    assert splits.task == UNLABELLED and splits.metric is None and not splits.labelled
+    assert splits.target_names == [] and splits.num_tasks == 0
+    assert [(s.row, s.id, s.smiles) for s in splits.skipped] == [(10, "unclosed", "C1CCC")]
+    assert sum(splits.sizes.values()) == 60 and splits.info["format"] == "smi"
+    records = [line for line in lines if line.strip()]
+    assert splits.ids[:3] == [line.split()[1] for line in records[:3]] and splits.ids[29] == "30"
+    for part in ("train", "val", "test"):
+        for record, data in zip(splits.split_indices[part], splits[part]):
+            assert getattr(data, "y", None) is None  # no targets, as a corpus's graphs
+            smiles = records[record].split()[0]
+            assert data.smiles == smiles
+            expected = featurize_graph(Chem.MolFromSmiles(smiles), "ogb")
+            assert torch.equal(data.x, torch.from_numpy(expected.x))
+
+    gz = tmp_path / "mols.smi.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    assert looks_like_table(str(gz)) and looks_like_table("not-here.ism")
+    with pytest.warns(UserWarning, match=r"mols\.smi\.gz: 1 row"):
+        again = load_dataset(gz, on_invalid="skip", split="scaffold", seed=2, progress=False)
+    assert again.task == UNLABELLED and sum(again.sizes.values()) == 60
+    with pytest.raises(DatasetFormatError, match="a .smi file has no split column"):
+        load_dataset(path, split="column:fold", on_invalid="skip", progress=False)
+
+
+def test_a_csv_of_smiles_alone_or_with_no_target_columns_is_unlabelled(tmp_path: Path, nci_lines) -> None:
+    pairs = [line.split() for line in nci_lines[:30]]
+    alone = tmp_path / "alone.csv"
+    alone.write_text("smiles\n" + "".join(f"{s}\n" for s, _ in pairs))
+    splits = load_dataset(alone, progress=False)
+    assert splits.task == UNLABELLED and splits.target_names == [] and sum(splits.sizes.values()) == 30
+    assert all(getattr(d, "y", None) is None for d in splits.train)
+
+    named = tmp_path / "named.csv"  # a text column would be read as a target by default
+    named.write_text("name,smiles,note\n" + "".join(f"NSC{n},{s},x\n" for s, n in pairs))
+    with pytest.raises(DatasetFormatError, match=r"not finite numbers"):
+        load_dataset(named, progress=False)
+    splits = load_dataset(named, target_columns=[], id_column="name", progress=False)
+    assert splits.task == UNLABELLED and splits.ids == [f"NSC{n}" for _, n in pairs]
+    with pytest.raises(DatasetFormatError, match=r"task='regression' needs targets, and the file has none"):
+        load_dataset(named, target_columns=[], task="regression", progress=False)
+
+
+def test_an_sd_file_with_no_target_fields_asked_for_is_unlabelled() -> None:
+    with pytest.raises(DatasetFormatError, match="name the target field"):
+        load_dataset(NCI / "first_200.props.sdf", progress=False)
+    splits = load_dataset(NCI / "first_200.props.sdf", target_columns=[], progress=False)
+    assert splits.task == UNLABELLED and splits.sizes == {"train": 160, "val": 20, "test": 20}
+    assert np.all([getattr(d, "y", None) is None for d in splits.test])
