@@ -165,9 +165,10 @@ def analyze_checkpoints(
     """Spectrum, effective rank and uniformity of the graph-token embeddings of checkpoints.
 
     Args:
-        paths: checkpoint files (``best.pt`` / ``last.pt``) or bundled model names.
-        dataset: data set name or CSV (default: each model's training data set, with its
-            split).
+        paths: checkpoint files (``best.pt`` / ``last.pt``) or bundled model names; a
+            bundled ensemble is analyzed member by member (one label each).
+        dataset: data set name or file (CSV, SDF, or a ``.smi`` of unlabelled molecules;
+            default: each model's training data set, with its split).
         split: ``train``, ``val``, ``test`` or ``all``.
         labels: one name per checkpoint (default: ``"<SepNorm|ShareNorm> <run directory>"``).
         data_root: folder of the raw data sets.
@@ -181,12 +182,18 @@ def analyze_checkpoints(
         An :class:`AnalysisResult`: ``.metrics``, ``.spectra``, ``.figures``; ``.save(dir)``.
     """
     from molsepnorm.analysis.embeddings import checkpoint_embeddings
+    from molsepnorm.checkpoint import resolve_models
 
-    paths = [Path(p) for p in paths]
     if not paths:
         raise ValueError("give at least one checkpoint")
     if labels is not None and len(labels) != len(paths):
         raise ValueError(f"{len(labels)} label(s) for {len(paths)} checkpoint(s)")
+    members = [resolve_models(spec) for spec in paths]  # a bundled ensemble: each member is a model
+    if labels is not None:
+        labels = [label if len(files) == 1 else f"{label} ({file.stem})"
+                  for label, files in zip(labels, members) for file in files]
+    paths = [Path(spec) if len(files) == 1 else file  # one model: as given (a bundled name stays a name)
+             for spec, files in zip(paths, members) for file in files]
     loaded: dict[Any, Any] = {}
     computed = [checkpoint_embeddings(p, dataset=dataset, split=split, data_root=data_root, options=options,
                                       batch_size=batch_size, device=device, loaded=loaded, progress=progress)

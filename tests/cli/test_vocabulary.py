@@ -36,6 +36,22 @@ def test_analyze_takes_a_bundled_model_name(tmp_path):
     assert model["num_embeddings"] == 499 and model["checkpoint"] == MODEL
 
 
+def test_analyze_takes_a_bundled_ensemble_member_by_member_on_a_smi_file(tmp_path):
+    """The default model is an ensemble: each member is analyzed as a model of its own, on
+    the user's own unlabelled molecules, with the --label given to the ensemble."""
+    smi = tmp_path / "mine.smi"
+    smi.write_text("CCO ethanol\nc1ccccc1O phenol\nCC(=O)Oc1ccccc1C(=O)O aspirin\nCN1CCC[C@H]1c1cccnc1 nicotine\n"
+                   "C1CC broken\n")
+    result = run("analyze", "-m", "hiv-activity", "-m", MODEL, "--label", "HIV", "--label", "TPSA", "--dataset",
+                 str(smi), "--split", "all", "--on-invalid", "skip", "--out", str(tmp_path / "a"))
+    assert result.exit_code == 0, result.output
+    payload = json.loads((tmp_path / "a" / "analysis.json").read_text())
+    assert list(payload["models"]) == [f"HIV (hiv-activity-seed{i})" for i in range(3)] + ["TPSA"]
+    assert [m["num_embeddings"] for m in payload["models"].values()] == [4, 4, 4, 4]  # the broken line left out
+    assert payload["models"]["TPSA"]["checkpoint"] == MODEL and payload["dataset"] == "mine.smi"
+    assert "row 5 (id 'broken')" in result.output
+
+
 def test_predict_and_embed_take_a_bundled_model_name(tmp_path):
     smi = tmp_path / "m.smi"
     smi.write_text("CCO ethanol\nc1ccccc1O phenol\n")

@@ -91,6 +91,12 @@ def test_csv_auto_columns_quotes_short_rows(tmp_path: Path):
         (1, 2, "eth", "CCO"), (2, 4, "multi\nline", "c1ccccc1"), (3, 6, "short", ""), (4, 7, 4, "CCN")]
     assert records[2].error is not None and "field" in records[2].error
     assert [r.error for r in records if r.index != 3] == [None, None, None]
+    with RecordReader(path) as reader:  # what the defaults resolved to, for a loader to read the same
+        assert reader.columns == {"smiles_column": "Canonical_SMILES", "id_column": "Name"}
+    smi = tmp_path / "m.smi"
+    smi.write_text("CCO eth\n")
+    with RecordReader(smi) as reader:
+        assert reader.columns == {}
 
 
 def test_csv_non_utf8_row_is_a_record_with_an_error(tmp_path: Path):
@@ -107,6 +113,8 @@ def test_csv_explicit_and_missing_columns(tmp_path: Path):
     path.write_text("mol\tcode\nCCO\tA1\nCCC\tA2\n")
     records = read(path, smiles_column="mol", id_column="CODE")
     assert [(r.id, r.smiles) for r in records] == [("A1", "CCO"), ("A2", "CCC")]
+    with RecordReader(path, smiles_column="MOL") as reader:
+        assert reader.columns == {"smiles_column": "mol", "id_column": None}
     with pytest.raises(InputFormatError, match="no SMILES column"):
         RecordReader(path)
     with pytest.raises(InputFormatError, match="'nope'"):
