@@ -116,8 +116,8 @@ def evaluate_checkpoint(
 
 
 def applicability_warnings(domains: Sequence[Any], graphs: Sequence[Any], smiles: Optional[Sequence[str]],
-                           vocab: str) -> list[str]:
-    """Why each molecule lies outside the applicability domains (``""``: it does not), as
+                           vocab: str) -> list[Optional[str]]:
+    """Why each molecule lies outside the applicability domains (None: it does not), as
     ``predict``'s ``warning`` column says it.  The molecule compared by similarity is
     :func:`~molsepnorm.checkpoint.domain.graph_molecule`'s: its SMILES (``smiles``, one per
     graph, where the graph keeps none of its own: OGB's molhiv), else rebuilt (ZINC)."""
@@ -129,7 +129,7 @@ def applicability_warnings(domains: Sequence[Any], graphs: Sequence[Any], smiles
             mol = graph_molecule(graph, vocab, None if smiles is None else smiles[i])
         except Exception:  # noqa: BLE001 - domain_warning then says why the check could not be made
             mol = None
-        out.append(domain_warning(domains, graph, mol))
+        out.append(domain_warning(domains, graph, mol) or None)
     return out
 
 
@@ -140,7 +140,7 @@ def evaluation_frame(
     y_pred: np.ndarray,
     task: str,
     std: Optional[np.ndarray] = None,
-    warning_column: Optional[Sequence[str]] = None,
+    warning_column: Optional[Sequence[Optional[str]]] = None,
     target_names: Optional[Sequence[str]] = None,
 ) -> "pd.DataFrame":
     """Each molecule of a split with its labels and predictions, one row per molecule in the
@@ -151,7 +151,8 @@ def evaluation_frame(
     ``id`` and ``smiles`` where the data set keeps them, then per target ``t``: ``t_true``
     (NaN where unlabelled), ``t_pred`` (a probability for a binary task), ``t_std`` (an
     ensemble's spread, with ``std``) and, for regression, ``t_error`` (``t_pred - t_true``);
-    last ``warning`` (with ``warning_column``: :func:`applicability_warnings`, empty when none).
+    last ``warning`` (with ``warning_column``: :func:`applicability_warnings`, None when none,
+    as in ``predict``'s table; an empty cell in the CSV).
 
     Args:
         splits: the data set the rows come from.

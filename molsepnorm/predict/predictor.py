@@ -266,14 +266,14 @@ class Predictor:
             return np.zeros((0, self.embedding_dim), dtype=np.float32)
         return np.concatenate(parts).astype(np.float32)
 
-    def applicability(self, molecules: Any) -> list[str]:
+    def applicability(self, molecules: Any) -> list[Optional[str]]:
         """Why each molecule lies outside the models' applicability domains: one string per
-        molecule, the reasons joined with ``"; "``, ``""`` where there is none -- for a
+        molecule, the reasons joined with ``"; "``, None where there is none -- for a
         molecule that cannot be featurized too (its reason is :meth:`predict`'s ``error``).
 
         The same check as :meth:`predict`'s ``warning`` column, without running the model.
         """
-        return [f.warning or "" for chunk, featurized in
+        return [f.warning or None for chunk, featurized in
                 featurized_chunks(to_records(molecules, None), self.vocab, DEFAULT_CHUNK_SIZE,
                                   max_atoms=self.max_atoms, domains=self.domains)
                 for f in featurized]

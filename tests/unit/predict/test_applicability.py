@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from molsepnorm.checkpoint import Checkpoint
@@ -65,9 +66,9 @@ def test_sodium_chloride_is_outside_a_model_trained_without_sodium(bundled_predi
 def test_applicability_is_the_warning_column_without_the_model(bundled_predictor):
     molecules = [URANIUM, "CCO", "C1CC", None, BORON_CLUSTER]
     warnings = bundled_predictor.applicability(molecules)
-    assert warnings[1:4] == ["", "", ""]  # in the domain; unreadable; missing
+    assert warnings[1:4] == [None, None, None]  # in the domain; unreadable; missing: no warning, as predict says it
     frame = bundled_predictor.predict(molecules)
-    assert frame["warning"].fillna("").tolist() == warnings
+    assert [None if pd.isna(w) else w for w in frame["warning"]] == warnings  # a missing value: no warning
 
 
 def test_embed_rows_have_the_same_warnings(bundled_predictor):
@@ -86,7 +87,7 @@ def test_a_checkpoint_without_domain_predicts_with_a_note_and_no_warnings(tmp_pa
     assert len(notes) == 1 and notes[0].filename == __file__  # one note, pointing at the caller's line
     frame = predictor.predict([URANIUM, "CCO"])
     assert frame["warning"].isna().all() and frame["tpsa"].notna().all()
-    assert predictor.applicability([URANIUM]) == [""]
+    assert predictor.applicability([URANIUM]) == [None]
     assert predictor.domains == []
 
 
