@@ -135,8 +135,10 @@ class Trainer:
 
         config.validate()
         if not splits.labelled:
+            hint = ("; a file's targets are its other columns (CSV) or the data fields named by --target-columns "
+                    "(target_columns=[...] in Python)") if splits.source and Path(splits.source).is_file() else ""
             raise MolsepnormError(f"data set {splits.name!r} is unlabelled (it has no targets): training fits "
-                                  "targets; an unlabelled corpus serves pretraining and prediction")
+                                  f"targets; an unlabelled corpus serves pretraining and prediction{hint}")
         spec, self.init = resolve_init(config, splits.vocab, splits.task)  # fine-tuning; None: from scratch
         if spec != config.train.init:
             config = copy.deepcopy(config)

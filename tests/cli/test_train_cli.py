@@ -257,6 +257,11 @@ def test_train_errors_are_one_clear_line(tmp_path):
     assert result.exit_code == 2 and "'soon' is not a positive integer, 'auto' or 'off'" in result.output
     result = runner.invoke(train, ["--dataset", "nci-tpsa", "--monitor", "rocauc", "--out", str(tmp_path / "r4")])
     assert result.exit_code == 1 and "train.monitor 'rocauc' is not a regression metric" in result.output
+    molecules = tmp_path / "molecules.smi"  # unlabelled: analyze reads it, training cannot
+    molecules.write_text("CCO ethanol\nc1ccccc1O phenol\nCCN ethylamine\n")
+    result = runner.invoke(train, ["--dataset", str(molecules), "--out", str(tmp_path / "r5")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "'molecules.smi' is unlabelled (it has no targets)" in result.output and "--target-columns" in result.output
 
 
 def test_nproc_runs_torchrun_with_the_same_flags(monkeypatch):
