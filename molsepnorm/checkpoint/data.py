@@ -47,8 +47,7 @@ def checkpoint_data(
     Raises:
         MolsepnormError: no data set to use, or data featurized unlike the model's.
     """
-    from molsepnorm.data.registry import PARTS, load_dataset, looks_like_table
-    from molsepnorm.data.smi_dataset import is_smi
+    from molsepnorm.data.registry import PARTS, is_smi, load_dataset, looks_like_table
 
     if split not in PARTS:
         raise MolsepnormError(f"unknown split {split!r}; use one of {', '.join(PARTS)}")

@@ -38,6 +38,8 @@ _METRIC_HIGHER_IS_BETTER = {"mae": False, "rmse": False, "rocauc": True}
 UNLABELLED = "unlabelled"  # the task of a corpus without targets (moses): no metric, nothing to fit
 _TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".csv.gz", ".tsv.gz")
 SDF_SUFFIXES = (".sdf", ".sd", ".sdf.gz", ".sd.gz")
+SMI_SUFFIXES = tuple(s + gz for s in (".smi", ".smiles", ".ism", ".can") for gz in ("", ".gz"))
+"""Read as a ``.smi`` file of unlabelled molecules: the record reader's suffixes, less ``.txt``."""
 _BUILTIN_MODULES = ("molsepnorm.data.zinc", "molsepnorm.data.molhiv", "molsepnorm.data.nci",
                     "molsepnorm.data.moses")
 
@@ -254,15 +256,18 @@ def available_datasets() -> list[str]:
 
 def looks_like_table(name: str) -> bool:
     """Whether ``name`` is read as a file (CSV / TSV / SDF / .smi) rather than a registered data set."""
-    from molsepnorm.data.smi_dataset import is_smi
-
     lowered = name.lower()
-    return lowered.endswith(_TABLE_SUFFIXES + SDF_SUFFIXES) or is_smi(name) or Path(name).expanduser().is_file()
+    return lowered.endswith(_TABLE_SUFFIXES + SDF_SUFFIXES + SMI_SUFFIXES) or Path(name).expanduser().is_file()
 
 
 def is_sdf(name: PathLike) -> bool:
     """Whether ``name`` is read as an SD file (``.sdf`` / ``.sd``, optionally gzipped)."""
     return str(name).lower().endswith(SDF_SUFFIXES)
+
+
+def is_smi(name: PathLike) -> bool:
+    """Whether ``name`` is read as a ``.smi`` file of unlabelled molecules (see :data:`SMI_SUFFIXES`)."""
+    return str(name).lower().endswith(SMI_SUFFIXES)
 
 
 def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any) -> DatasetSplits:
@@ -292,8 +297,6 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
         from molsepnorm.data.sdf_dataset import load_sdf
 
         return load_sdf(text, **options)
-    from molsepnorm.data.smi_dataset import is_smi
-
     if is_smi(text):
         from molsepnorm.data.smi_dataset import load_smi
 

@@ -26,16 +26,6 @@ from molsepnorm.data.registry import DatasetSplits
 from molsepnorm.data.splits import DEFAULT_SIZES
 from molsepnorm.errors import DatasetFormatError, InvalidMoleculeError
 
-SMI_SUFFIXES = (".smi", ".smiles", ".ism", ".can")
-"""Suffixes read as ``.smi`` data sets (each also with ``.gz``): the reader's, less ``.txt``."""
-
-
-def is_smi(name: PathLike) -> bool:
-    """Whether ``name`` is read as a ``.smi`` file of unlabelled molecules."""
-    lowered = str(name).lower()
-    return lowered.endswith(SMI_SUFFIXES + tuple(s + ".gz" for s in SMI_SUFFIXES))
-
-
 def load_smi(
     path: PathLike,
     split: str = "random",
