@@ -62,15 +62,16 @@ def checkpoint_data(
     given = options is not None
     own_split = reuse and not given  # the run's own split: keep only what it trained on
     options = dict(options) if given else (dict(trained_on.options) if reuse else {})
-    if same and not reuse and not given and looks_like_table(str(dataset)):  # an encoder's file corpus
+    own_file = same and looks_like_table(str(dataset))  # the model's own CSV / SDF / .smi (not a named set)
+    if own_file and not reuse and not given:  # an encoder's file corpus
         for column in ("smiles_column", "id_column"):  # a table's columns as pretraining read them
             if trained_on.options.get(column) is not None:
                 options.setdefault(column, trained_on.options[column])
         if not is_smi(str(dataset)):
             options.setdefault("target_columns", [])  # molecules only, whatever other columns it has
         options.setdefault("on_invalid", "skip")  # pretraining left them out, each logged: so does this
-    if same and looks_like_table(str(dataset)) and not Path(str(dataset)).expanduser().exists() \
-            and trained_on.source and Path(trained_on.source).is_file():
+    if own_file and not Path(str(dataset)).expanduser().exists() and trained_on.source \
+            and Path(trained_on.source).is_file():
         dataset = trained_on.source  # the model's own file, given relative to another folder
     if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
         data_root = trained_on.data_root

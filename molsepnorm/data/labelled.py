@@ -289,11 +289,8 @@ def load_rows(
             f"{label}: {len(skipped)} invalid {what} ({where}); fix them, or leave these {rows.unit}s out with "
             f"--on-invalid skip (on_invalid='skip' in Python):\n{listing([str(s) for s in skipped])}")
     y_all = rows.y
-    labelled = bool(rows.target_names)
-    if labelled and graph_rows.size:
-        all_missing = np.isnan(y_all[graph_rows]).all(axis=1)
-    else:  # no targets to miss: an unlabelled file keeps every valid molecule
-        all_missing = np.zeros(graph_rows.size, dtype=bool)
+    labelled = bool(rows.target_names)  # unlabelled: no target to miss, every valid molecule kept
+    all_missing = np.isnan(y_all[graph_rows]).all(axis=1) if labelled else np.zeros(graph_rows.size, dtype=bool)
     for i in graph_rows[all_missing]:
         skipped.append(rows.skipped(int(i), smiles_all[i], "every target is missing"))
     if skipped:
