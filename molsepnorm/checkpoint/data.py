@@ -4,9 +4,10 @@ Used by ``evaluate``, ``analyze`` and ``add_companion`` alike: without a data se
 the one the model was trained on, with the training run's loading options (hence the very
 same split), the part of its training split it was trained on (``data.train_fraction``) and
 its data root when that folder still exists; a CSV of another data set is featurized in
-the model's vocabulary.  The model's own file, named relative to the folder it was trained
-in, is found through the absolute path the checkpoint recorded.  A pretrained encoder's own
-file corpus is read as molecules only, with the SMILES and id columns pretraining read.
+the model's vocabulary.  The model's own file is read where the checkpoint recorded it (an
+absolute path), whatever folder the command runs in, unless the user names a file that
+exists here.  A pretrained encoder's own file corpus is read as molecules only, with the
+SMILES and id columns pretraining read.
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ def checkpoint_data(
     if split not in PARTS:
         raise MolsepnormError(f"unknown split {split!r}; use one of {', '.join(PARTS)}")
     trained_on = checkpoint.data
+    named = dataset is not None
     if dataset is None:
         dataset = trained_on.dataset
         if dataset is None:
@@ -63,16 +65,18 @@ def checkpoint_data(
     own_split = reuse and not given  # the run's own split: keep only what it trained on
     options = dict(options) if given else (dict(trained_on.options) if reuse else {})
     own_file = same and looks_like_table(str(dataset))  # the model's own CSV / SDF / .smi (not a named set)
-    if own_file and not reuse and not given:  # an encoder's file corpus
+    if own_file and not reuse:  # an encoder's file corpus (options given win over these)
         for column in ("smiles_column", "id_column"):  # a table's columns as pretraining read them
             if trained_on.options.get(column) is not None:
                 options.setdefault(column, trained_on.options[column])
         if not is_smi(str(dataset)):
             options.setdefault("target_columns", [])  # molecules only, whatever other columns it has
         options.setdefault("on_invalid", "skip")  # pretraining left them out, each logged: so does this
-    if own_file and not Path(str(dataset)).expanduser().exists() and trained_on.source \
-            and Path(trained_on.source).is_file():
-        dataset = trained_on.source  # the model's own file, given relative to another folder
+    if own_file and trained_on.source and Path(trained_on.source).is_file() \
+            and not (named and Path(str(dataset)).expanduser().is_file()):
+        # the model's own file where it was read (an absolute path), not a namesake in this folder;
+        # a file the user names that exists here is theirs
+        dataset = trained_on.source
     if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
         data_root = trained_on.data_root
     if not reuse and looks_like_table(str(dataset)):

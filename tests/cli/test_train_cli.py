@@ -322,6 +322,7 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
 
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere" / "bad.csv").write_text("smiles,tpsa\nCCO,20.2\n")  # a namesake, not its data
     scored = CliRunner().invoke(evaluate, ["-m", str(tmp_path / "run" / "best.pt"), "--json", "-"])
     assert scored.exit_code == 0, scored.output
     report = json.loads(scored.stdout)

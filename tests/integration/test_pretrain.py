@@ -239,13 +239,16 @@ def test_file_corpora_and_invalid_molecules(tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
+    (elsewhere / "mols.csv").write_text("smiles\nCCO\n")  # a namesake here is not the corpus
     for name, molecules in (("csv", 199), ("sdf", 200), ("smi", 99)):  # the bad SMILES is in both
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            analysis = analyze_checkpoints([tmp_path / name / "encoder.pt"], split="all", progress=False)
+            # an option given (here the split) keeps the corpus's columns and skipping
+            analysis = analyze_checkpoints([tmp_path / name / "encoder.pt"], split="all", progress=False,
+                                           options={"split": "scaffold"})
         (metrics,) = analysis.metrics.values()
-        assert metrics["num_embeddings"] == molecules, name  # the CSV's bad row left out, as pretraining did
-        assert analysis.info["dataset"].endswith(f"mols.{name}" if name != "sdf" else "first_200.props.sdf")
+        assert metrics["num_embeddings"] == molecules, name  # the CSV's bad row left out; not the namesake's 1
+        assert analysis.info["dataset"] == (f"mols.{name}" if name != "sdf" else "first_200.props.sdf")
         if name == "csv":
             assert any("row 5 (id 'NSC3'): 'C1CC'" in str(w.message) for w in caught)
 
