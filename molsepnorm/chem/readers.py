@@ -29,22 +29,13 @@ import io
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, Iterator, Optional, Union
+from typing import IO, Any, BinaryIO, Iterator, Optional, Union
 
+from molsepnorm.chem.sdf import SdfBlock, molblock_to_mol, sdf_blocks, sdf_data_fields, universal_lines
 from molsepnorm.errors import MolsepnormError
+from molsepnorm.formats import FORMATS, ID_COLUMNS, SUFFIXES, file_format, format_suffix
 
-if TYPE_CHECKING:
-    from molsepnorm.chem.sdf import SdfBlock
-
-FORMATS: tuple[str, ...] = ("smi", "csv", "tsv", "sdf")
-_SUFFIXES = {
-    ".smi": "smi", ".smiles": "smi", ".ism": "smi", ".can": "smi", ".txt": "smi",
-    ".csv": "csv",
-    ".tsv": "tsv", ".tab": "tsv",
-    ".sdf": "sdf", ".sd": "sdf", ".mol": "sdf",
-}
 STDIN = "-"
-_ID_NAMES = ("id", "name")  # default id columns of a CSV, matched case-insensitively
 
 
 class InputFormatError(MolsepnormError, ValueError):
@@ -87,13 +78,12 @@ def detect_format(path: Union[str, Path]) -> str:
     name = str(path)
     if name == STDIN:
         return "smi"
-    p = Path(name.lower())
-    suffix = Path(p.stem).suffix if p.suffix == ".gz" else p.suffix
-    if suffix not in _SUFFIXES:
-        known = ", ".join(sorted(_SUFFIXES))
-        raise InputFormatError(f"{path}: cannot tell the format from the suffix {suffix or '(none)'!r}; "
+    fmt = file_format(name)
+    if fmt is None:
+        known = ", ".join(sorted(SUFFIXES))
+        raise InputFormatError(f"{path}: cannot tell the format from the suffix {format_suffix(name) or '(none)'!r}; "
                                f"use one of {known} (optionally .gz) or give --format")
-    return _SUFFIXES[suffix]
+    return fmt
 
 
 def output_stem(path: Union[str, Path]) -> str:
@@ -197,8 +187,6 @@ class RecordReader:
     # --- .smi ---------------------------------------------------------------------------
     def _smi_records(self) -> Iterator[Record]:
         index = 0
-        from molsepnorm.chem.sdf import universal_lines  # chem's package imports torch: not for --help
-
         for number, raw in enumerate(universal_lines(self._stream), start=1):
             text, error = _decode(raw, first=number == 1)
             if error is None and not text.strip():
@@ -236,7 +224,7 @@ class RecordReader:
             raise InputFormatError(f"{self.source}: no column {requested!r} for the {role}s; "
                                    f"the header has {', '.join(map(repr, header))}")
         if role == "id":
-            return next((lowered.index(n) for n in _ID_NAMES if n in lowered), None)
+            return next((lowered.index(n) for n in ID_COLUMNS if n in lowered), None)
         found = next((i for i, h in enumerate(lowered) if "smiles" in h), None)
         if found is None:
             raise InputFormatError(f"{self.source}: no SMILES column (none is named like 'smiles'); give "
@@ -276,23 +264,21 @@ class RecordReader:
 
     # --- .sdf -----------------------------------------------------------------------------
     def _sdf_records(self) -> Iterator[Record]:
-        from molsepnorm.chem import sdf  # once per file, not per record
+        for block in sdf_blocks(self._stream):
+            yield self._sdf_record(block)
 
-        for block in sdf.sdf_blocks(self._stream):
-            yield self._sdf_record(block, sdf)
-
-    def _sdf_record(self, block: SdfBlock, sdf: Any) -> Record:
+    def _sdf_record(self, block: SdfBlock) -> Record:
         index, start = block.index, block.line
         if block.error is not None:
             return Record(index, start, index, "", error=block.error)
-        fields = sdf.sdf_data_fields(block.text)
+        fields = sdf_data_fields(block.text)
         ident: Union[str, int] = block.title or index
         if self.id_column is not None:
             if self.id_column not in fields:
                 return Record(index, start, ident, "", error=f"the SDF record has no data field "
                                                              f"{self.id_column!r} for its id")
             ident = fields[self.id_column].strip() or index
-        mol = sdf.molblock_to_mol(block.text)
+        mol = molblock_to_mol(block.text)
         if isinstance(mol, str):
             return Record(index, start, ident, "", error=mol)
         return Record(index, start, ident, "", mol=mol)

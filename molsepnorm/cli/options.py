@@ -52,7 +52,7 @@ DEVICE = LibraryChoice("molsepnorm.inference.device:DEVICES")
 NORM = LibraryChoice("molsepnorm.nn.graphormer:NORMS")
 VOCAB = LibraryChoice("molsepnorm.chem.featurize:VOCABS")
 PART = LibraryChoice("molsepnorm.data.registry:PARTS")
-INPUT_FORMAT = LibraryChoice("molsepnorm.chem.readers:FORMATS")
+INPUT_FORMAT = LibraryChoice("molsepnorm.formats:FORMATS")
 
 
 def library_default(ref: str, parameter: str) -> Any:
@@ -90,8 +90,8 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
     options = [
         click.option("--dataset", "-d", required=required, default=None,
                      help="zinc-subset, zinc, molhiv, nci-tpsa, a CSV/TSV of SMILES and targets, an SDF "
-                          "(.sdf, .sdf.gz) whose data fields hold the targets, or a .smi file of molecules "
-                          "(unlabelled: for analyze and prepare)."),
+                          "(.sdf, .sdf.gz) whose data fields hold the targets, or a .smi / .txt file of "
+                          "molecules (unlabelled: for analyze and prepare)."),
         click.option("--data-root", type=click.Path(file_okay=False), default=None,
                      help=f"Folder holding raw data sets ({DATA_ROOT_DEFAULT})."),
         click.option("--smiles-column", default=None, help="CSV: column holding the SMILES (default: smiles)."),
@@ -99,7 +99,7 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
                      help="CSV: comma-separated target columns (default: every column but SMILES, id and split); "
                           "SDF: comma-separated data fields (required); '' for none: the molecules alone."),
         click.option("--id-column", default=None,
-                     help="CSV: column of molecule ids (default: none); SDF: data field of the ids (default: the "
+                     help="CSV: column of molecule ids (default: a column named id or name, if any); SDF: data field of the ids (default: the "
                           "title line, else the record number)."),
         click.option("--split-by", "split_by", default=None,
                      help="CSV/SDF: how to split: random | scaffold | column:NAME (a column or data field of "

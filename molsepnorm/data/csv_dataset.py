@@ -48,6 +48,7 @@ from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits
 from molsepnorm.data.splits import DEFAULT_SIZES, column_split
 from molsepnorm.errors import DatasetFormatError
+from molsepnorm.formats import ID_COLUMNS
 
 
 
@@ -180,7 +181,7 @@ def load_csv(
         target_columns: target column(s); default every column but the SMILES, id and
             split columns.  Empty / NaN / NA / None / null cells are missing targets.
             None at all (``[]``, or a file of SMILES alone): unlabelled molecules, a data
-            set whose ``task`` is ``"unlabelled"`` (for ``analyze``, ``embed``; training
+            set whose ``task`` is ``"unlabelled"`` (for ``analyze`` and ``prepare``; training
             refuses it).
         split: ``"random"`` (seeded permutation), ``"scaffold"`` (seeded balanced
             Bemis–Murcko scaffold split, see :func:`molsepnorm.data.splits.scaffold_split`),
@@ -195,7 +196,8 @@ def load_csv(
         progress: show a progress bar while featurizing (None: only on a terminal).
         sep: field separator (default from the file extension).
         id_column: a column of molecule ids (:attr:`DatasetSplits.ids`, named with each
-            skipped row); default none.
+            skipped row); default the first column named ``id`` or ``name`` (any case) if
+            there is one, as ``predict`` and ``pretrain`` read a CSV.
 
     Raises:
         DatasetNotFoundError: the file does not exist.
@@ -207,7 +209,11 @@ def load_csv(
     label = str(file)
     smiles_col = find_column(table, smiles_column, "SMILES", label)
     kind, split_column = _resolve_split(split, table, label)
-    id_col = find_column(table, id_column, "id", label) if id_column is not None else None
+    if id_column is not None:
+        id_col: Optional[str] = find_column(table, id_column, "id", label)
+    else:  # a column named id / name, as predict and pretrain read a CSV (never a target by default)
+        lowered = {str(c).lower(): str(c) for c in reversed(table.columns)}
+        id_col = next((lowered[n] for n in ID_COLUMNS if n in lowered), None)
     if target_columns is None:  # every other column; none: unlabelled molecules
         targets = [str(c) for c in table.columns if c not in (smiles_col, split_column, id_col)]
     else:

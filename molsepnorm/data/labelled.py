@@ -300,8 +300,8 @@ def load_rows(
                       stacklevel=outside_package_stacklevel())
     keep = np.nonzero(~all_missing)[0]  # graph ids kept
     if keep.size == 0:
-        raise DatasetFormatError(f"{label}: no usable molecule: every {rows.unit} has an invalid molecule or no "
-                                 "target")
+        why = "an invalid molecule or no target" if labelled else "an invalid molecule"
+        raise DatasetFormatError(f"{label}: no usable molecule: every {rows.unit} has {why}")
 
     kept_rows = graph_rows[keep]
     if labelled:

@@ -27,6 +27,7 @@ import numpy as np
 
 from molsepnorm.data.paths import PathLike, resolve_data_root
 from molsepnorm.errors import DatasetNotFoundError, MolsepnormError
+from molsepnorm.formats import file_format
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,10 +37,6 @@ PARTS = (*SPLIT_NAMES, "all")  # what a model can be scored or embedded on ("all
 _SPLIT_ALIASES = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 _METRIC_HIGHER_IS_BETTER = {"mae": False, "rmse": False, "rocauc": True}
 UNLABELLED = "unlabelled"  # the task of a corpus without targets (moses): no metric, nothing to fit
-_TABLE_SUFFIXES = (".csv", ".tsv", ".tab", ".csv.gz", ".tsv.gz")
-SDF_SUFFIXES = (".sdf", ".sd", ".sdf.gz", ".sd.gz")
-SMI_SUFFIXES = tuple(s + gz for s in (".smi", ".smiles", ".ism", ".can") for gz in ("", ".gz"))
-"""Read as a ``.smi`` file of unlabelled molecules: the record reader's suffixes, less ``.txt``."""
 _BUILTIN_MODULES = ("molsepnorm.data.zinc", "molsepnorm.data.molhiv", "molsepnorm.data.nci",
                     "molsepnorm.data.moses")
 
@@ -255,19 +252,20 @@ def available_datasets() -> list[str]:
 
 
 def looks_like_table(name: str) -> bool:
-    """Whether ``name`` is read as a file (CSV / TSV / SDF / .smi) rather than a registered data set."""
-    lowered = name.lower()
-    return lowered.endswith(_TABLE_SUFFIXES + SDF_SUFFIXES + SMI_SUFFIXES) or Path(name).expanduser().is_file()
+    """Whether ``name`` is read as a file (CSV / TSV / SDF / .smi, see :mod:`molsepnorm.formats`)
+    rather than a registered data set: a molecule file's suffix, or an existing file."""
+    return file_format(name) is not None or Path(name).expanduser().is_file()
 
 
 def is_sdf(name: PathLike) -> bool:
-    """Whether ``name`` is read as an SD file (``.sdf`` / ``.sd``, optionally gzipped)."""
-    return str(name).lower().endswith(SDF_SUFFIXES)
+    """Whether ``name`` is read as an SD file (``.sdf`` / ``.sd`` / ``.mol``, optionally gzipped)."""
+    return file_format(name) == "sdf"
 
 
 def is_smi(name: PathLike) -> bool:
-    """Whether ``name`` is read as a ``.smi`` file of unlabelled molecules (see :data:`SMI_SUFFIXES`)."""
-    return str(name).lower().endswith(SMI_SUFFIXES)
+    """Whether ``name`` is read as a file of unlabelled SMILES (``.smi`` / ``.smiles`` / ``.ism``
+    / ``.can`` / ``.txt``, optionally gzipped), as ``predict`` and ``pretrain`` read it."""
+    return file_format(name) == "smi"
 
 
 def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any) -> DatasetSplits:

@@ -14,7 +14,7 @@ pretrained on).  Featurizing, caching, ``on_invalid`` and the random / scaffold 
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from molsepnorm.data.registry import DatasetSplits
 from molsepnorm.data.splits import DEFAULT_SIZES
 from molsepnorm.errors import DatasetFormatError, InvalidMoleculeError
 
+
 def load_smi(
     path: PathLike,
     split: str = "random",
@@ -34,26 +35,40 @@ def load_smi(
     vocab: str = "ogb",
     on_invalid: str = "error",
     progress: Optional[bool] = None,
+    target_columns: Union[None, str, Sequence[str]] = None,
+    smiles_column: Optional[str] = None,
+    id_column: Optional[str] = None,
+    task: Optional[str] = None,
 ) -> DatasetSplits:
     """The unlabelled molecules of a ``.smi`` file, split into train / val / test.
 
     Args:
-        path: ``SMILES [name]`` per line (``.smi`` / ``.smiles`` / ``.ism`` / ``.can``,
-            optionally ``.gz``); blank lines are not records.  The names are
-            :attr:`DatasetSplits.ids` (the record number where a line has none).
+        path: ``SMILES [name]`` per line (``.smi`` / ``.smiles`` / ``.ism`` / ``.can`` /
+            ``.txt``, optionally ``.gz``); blank lines are not records.  The names are
+            :attr:`DatasetSplits.ids` (None for a line without one; ``ids`` is None when no
+            line has a name).
         split: ``"random"`` or ``"scaffold"`` (a ``.smi`` file has no split column).
         seed, sizes: of the split.
         vocab: ``"ogb"`` or ``"zinc"``.
         on_invalid: ``"error"`` (one error listing every bad line) or ``"skip"``.
         progress: show a progress bar while featurizing (None: only on a terminal).
+        target_columns, smiles_column, id_column, task: the CSV / SDF options, accepted so
+            that one set of options serves any file; a ``.smi`` file has no columns, so
+            only None (or ``[]`` targets, ``"unlabelled"`` task) is valid, anything else an
+            error.
 
     Raises:
         DatasetNotFoundError: the file does not exist.
-        DatasetFormatError: an empty file, a split column asked for, invalid SMILES with
-            ``on_invalid="error"`` (each named by its line).
+        DatasetFormatError: an empty file, a split column, targets or columns asked for,
+            invalid SMILES with ``on_invalid="error"`` (each named by its line).
     """
     file = data_file(path)
     label = str(file)
+    asked = {"target_columns": target_columns or None, "smiles_column": smiles_column, "id_column": id_column}
+    for option, value in asked.items():
+        if value is not None:
+            raise DatasetFormatError(f"{label}: a .smi file is SMILES and a name per line, with no columns: "
+                                     f"{option}={value!r} does not apply")
     check_options(vocab, on_invalid)
     kind, _ = parse_split(split)
     if kind not in ("random", "scaffold"):
@@ -62,7 +77,7 @@ def load_smi(
     with RecordReader(file, fmt="smi") as reader:
         for record in reader:
             lines.append(record.line)
-            ids.append(str(record.id))
+            ids.append(record.id if isinstance(record.id, str) else None)  # else the record number
             smiles.append(record.smiles)
             errors.append(record.error)
     if not lines:
@@ -73,9 +88,10 @@ def load_smi(
             yield text if error is None else InvalidMoleculeError(text, error)
 
     rows = LabelledRows(molecules=molecules, y=np.zeros((len(lines), 0), dtype=np.float32), target_names=[],
-                        lines=np.asarray(lines, dtype=np.int64), smiles=smiles, ids=ids)
+                        lines=np.asarray(lines, dtype=np.int64), smiles=smiles,
+                        ids=ids if any(i is not None for i in ids) else None)
     sha256 = file_sha256(file)
     return load_rows(rows, name=file.name, source=file, key_parts={"sha256": sha256, "format": "smi"},
-                     split=kind, seed=seed, sizes=sizes, vocab=vocab, task=None, on_invalid=on_invalid,
+                     split=kind, seed=seed, sizes=sizes, vocab=vocab, task=task, on_invalid=on_invalid,
                      progress=progress, info={"sha256": sha256, "format": "smi",
                                               "split_indices": "0-based records of the file (blank lines ignored)"})

@@ -135,8 +135,12 @@ class Trainer:
 
         config.validate()
         if not splits.labelled:
-            hint = ("; a file's targets are its other columns (CSV) or the data fields named by --target-columns "
-                    "(target_columns=[...] in Python)") if splits.source and Path(splits.source).is_file() else ""
+            hint = ""
+            if splits.info.get("format") == "smi":
+                hint = "; a .smi file holds SMILES and names only: give the targets in a CSV or SD file"
+            elif splits.source and Path(splits.source).is_file():
+                hint = ("; a file's targets are its other columns (CSV) or the data fields named by --target-columns "
+                        "(target_columns=[...] in Python)")
             raise MolsepnormError(f"data set {splits.name!r} is unlabelled (it has no targets): training fits "
                                   f"targets; an unlabelled corpus serves pretraining and prediction{hint}")
         spec, self.init = resolve_init(config, splits.vocab, splits.task)  # fine-tuning; None: from scratch

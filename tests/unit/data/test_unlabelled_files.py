@@ -34,19 +34,21 @@ def test_a_smi_file_is_an_unlabelled_split_data_set_named_by_its_lines(tmp_path:
     lines = list(nci_lines)
     lines[9] = "C1CCC unclosed\n"  # line 10: a ring never closed
     lines.insert(20, "\n")  # a blank line is not a record: the lines below move down by one
-    lines.insert(30, "c1ccccc1O\n")  # line 31: no name, so the record number names it
+    lines.insert(30, "c1ccccc1O\n")  # line 31: no name, so no id
+    lines.insert(40, "C1CC\n")  # line 41: a bad line without a name: named by its line alone
     path = tmp_path / "mols.smi"
     path.write_text("".join(lines))
-    with pytest.raises(DatasetFormatError, match=r"mols\.smi: 1 invalid SMILES.*\n  row 10 \(id 'unclosed'\): 'C1CCC'"):
+    with pytest.raises(DatasetFormatError, match=r"mols\.smi: 2 invalid SMILES.*\n  row 10 \(id 'unclosed'\): "
+                                                 r"'C1CCC'.*\n  row 41: 'C1CC': "):
         load_dataset(path, progress=False)
     with pytest.warns(UserWarning, match=r"row 10"):
         splits = load_dataset(path, on_invalid="skip", progress=False)
     assert splits.task == UNLABELLED and splits.metric is None and not splits.labelled
     assert splits.target_names == [] and splits.num_tasks == 0
-    assert [(s.row, s.id, s.smiles) for s in splits.skipped] == [(10, "unclosed", "C1CCC")]
+    assert [(s.row, s.id, s.smiles) for s in splits.skipped] == [(10, "unclosed", "C1CCC"), (41, None, "C1CC")]
     assert sum(splits.sizes.values()) == 60 and splits.info["format"] == "smi"
     records = [line for line in lines if line.strip()]
-    assert splits.ids[:3] == [line.split()[1] for line in records[:3]] and splits.ids[29] == "30"
+    assert splits.ids[:3] == [line.split()[1] for line in records[:3]] and splits.ids[29] is None
     for part in ("train", "val", "test"):
         for record, data in zip(splits.split_indices[part], splits[part]):
             assert getattr(data, "y", None) is None  # no targets, as a corpus's graphs
@@ -58,11 +60,45 @@ def test_a_smi_file_is_an_unlabelled_split_data_set_named_by_its_lines(tmp_path:
     gz = tmp_path / "mols.smi.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
     assert looks_like_table(str(gz)) and looks_like_table("not-here.ism")
-    with pytest.warns(UserWarning, match=r"mols\.smi\.gz: 1 row"):
+    with pytest.warns(UserWarning, match=r"mols\.smi\.gz: 2 row"):
         again = load_dataset(gz, on_invalid="skip", split="scaffold", seed=2, progress=False)
     assert again.task == UNLABELLED and sum(again.sizes.values()) == 60
     with pytest.raises(DatasetFormatError, match="a .smi file has no split column"):
         load_dataset(path, split="column:fold", on_invalid="skip", progress=False)
+
+
+@pytest.mark.parametrize("option, value", [("target_columns", ["tpsa"]), ("target_columns", "tpsa"),
+                                           ("smiles_column", "smiles"), ("id_column", "name")])
+def test_a_smi_file_refuses_column_options_in_one_line(tmp_path: Path, nci_lines, option, value) -> None:
+    path = tmp_path / "few.smi"
+    path.write_text("".join(nci_lines[:10]))
+    with pytest.raises(DatasetFormatError, match=rf"few\.smi: a \.smi file .* no columns: {option}="):
+        load_dataset(path, progress=False, **{option: value})
+    with pytest.raises(DatasetFormatError, match=r"task='binary' needs targets"):
+        load_dataset(path, progress=False, task="binary")
+    assert load_dataset(path, progress=False, target_columns=[], task=UNLABELLED).task == UNLABELLED
+
+
+def test_every_suffix_the_record_reader_knows_is_a_data_set_of_that_format(tmp_path: Path, nci_lines) -> None:
+    """What pretraining reads (.txt, .tab.gz, .mol) load_dataset reads too, in the same format."""
+    from rdkit.Chem import AllChem
+
+    pairs = [line.split() for line in nci_lines[:12]]
+    text = tmp_path / "mols.txt"
+    text.write_text("".join(f"{s} {n}\n" for s, n in pairs))
+    splits = load_dataset(text, progress=False)
+    assert splits.info["format"] == "smi" and splits.ids == [n for _, n in pairs]
+    tab = tmp_path / "mols.tab.gz"
+    rows = "".join(f"{s}\t{n}\t{i}\n" for i, (s, n) in enumerate(pairs))
+    tab.write_bytes(gzip.compress(f"SMILES\tname\tlogp\n{rows}".encode()))
+    splits = load_dataset(tab, progress=False)
+    assert splits.target_names == ["logp"] and splits.ids == [n for _, n in pairs]
+    mol = Chem.AddHs(Chem.MolFromSmiles("CCO"))
+    AllChem.Compute2DCoords(mol)
+    molfile = tmp_path / "ethanol.mol"
+    molfile.write_text(Chem.MolToMolBlock(Chem.RemoveHs(mol)))
+    splits = load_dataset(molfile, target_columns=[], sizes=(1.0, 0.0, 0.0), progress=False)
+    assert splits.sizes == {"train": 1, "val": 0, "test": 0} and splits.smiles == ["CCO"]
 
 
 def test_a_csv_of_smiles_alone_or_with_no_target_columns_is_unlabelled(tmp_path: Path, nci_lines) -> None:
@@ -74,11 +110,15 @@ def test_a_csv_of_smiles_alone_or_with_no_target_columns_is_unlabelled(tmp_path:
     assert all(getattr(d, "y", None) is None for d in splits.train)
 
     named = tmp_path / "named.csv"  # a text column would be read as a target by default
-    named.write_text("name,smiles,note\n" + "".join(f"NSC{n},{s},x\n" for s, n in pairs))
+    named.write_text("Name,smiles,note\n" + "".join(f"NSC{n},{s},x\n" for s, n in pairs))
     with pytest.raises(DatasetFormatError, match=r"not finite numbers"):
         load_dataset(named, progress=False)
-    splits = load_dataset(named, target_columns=[], id_column="name", progress=False)
+    splits = load_dataset(named, target_columns=[], progress=False)  # the name column: ids, as predict reads it
     assert splits.task == UNLABELLED and splits.ids == [f"NSC{n}" for _, n in pairs]
+    numbered = tmp_path / "numbered.csv"  # a numeric id column is an id, not a target
+    numbered.write_text("ID,smiles\n" + "".join(f"{n},{s}\n" for s, n in pairs))
+    splits = load_dataset(numbered, progress=False)
+    assert splits.task == UNLABELLED and splits.ids == [n for _, n in pairs]
     with pytest.raises(DatasetFormatError, match=r"task='regression' needs targets, and the file has none"):
         load_dataset(named, target_columns=[], task="regression", progress=False)
 
