@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import PurePath
-from typing import Optional, Union
+from typing import Iterable, Optional, Sequence, Union
 
 FORMATS: tuple[str, ...] = ("smi", "csv", "tsv", "sdf")
 SUFFIXES: dict[str, str] = {
@@ -21,7 +21,7 @@ SUFFIXES: dict[str, str] = {
 }
 """File suffix (lower case) -> format; a ``.gz`` after any of them is looked through."""
 ID_COLUMNS: tuple[str, ...] = ("id", "name")
-"""A CSV / TSV's id column when none is named: the first header matching one of these (any case)."""
+"""A CSV / TSV's id column when none is named: the column named ``id``, else ``name`` (any case)."""
 
 
 def format_suffix(name: Union[str, os.PathLike]) -> str:
@@ -36,3 +36,30 @@ def format_suffix(name: Union[str, os.PathLike]) -> str:
 def file_format(name: Union[str, os.PathLike]) -> Optional[str]:
     """The format (``smi`` / ``csv`` / ``tsv`` / ``sdf``) a file's suffix names, else None."""
     return SUFFIXES.get(format_suffix(name))
+
+
+def _folded(header: Sequence[str]) -> list[str]:
+    return [str(name).strip().lower() for name in header]
+
+
+def default_smiles_column(header: Sequence[str]) -> Optional[int]:
+    """The position of a table's SMILES column when none is named: the column named
+    ``smiles`` (any case, spaces around ignored), else the first whose name contains
+    "smiles" (``canonical_smiles``); None when no column is named so."""
+    folded = _folded(header)
+    if "smiles" in folded:
+        return folded.index("smiles")
+    return next((i for i, name in enumerate(folded) if "smiles" in name), None)
+
+
+def default_id_column(header: Sequence[str], taken: Iterable[Optional[int]] = ()) -> Optional[int]:
+    """The position of a table's id column when none is named: the column named ``id``, else
+    ``name`` (:data:`ID_COLUMNS`, any case), leaving out the positions ``taken`` (the SMILES,
+    split and target columns); None when there is none."""
+    skip = set(taken)
+    folded = _folded(header)
+    for wanted in ID_COLUMNS:
+        for i, name in enumerate(folded):
+            if name == wanted and i not in skip:
+                return i
+    return None

@@ -4,14 +4,16 @@ Used by ``evaluate``, ``analyze`` and ``add_companion`` alike: without a data se
 the one the model was trained on, with the training run's loading options (hence the very
 same split), the part of its training split it was trained on (``data.train_fraction``) and
 its data root when that folder still exists; a CSV of another data set is featurized in
-the model's vocabulary.  The model's own file is read where the checkpoint recorded it (an
-absolute path), whatever folder the command runs in, unless the user names a file that
-exists here.  A pretrained encoder's own file corpus is read as molecules only, with the
-SMILES and id columns pretraining read.
+the model's vocabulary.  A file is the model's own when the checkpoint names it and the
+user names no other, or when the file the user names is the one training read; it is read
+where the checkpoint recorded it (an absolute path), whatever folder the command runs in,
+with the columns and targets training read.  A pretrained encoder's own file corpus is
+read as molecules only, with the SMILES and id columns pretraining read.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any, MutableMapping, Optional, Union
 
@@ -19,6 +21,9 @@ from molsepnorm.checkpoint.checkpoint import PRETRAINED, Checkpoint
 from molsepnorm.errors import MolsepnormError
 
 PathLike = Union[str, os.PathLike]
+FILE_OPTIONS = ("smiles_column", "target_columns", "id_column", "task", "vocab", "sep")
+"""``load_dataset`` options that say how a file is read (not how it is split): a model's own
+file keeps its training run's, even where other options are given."""
 
 
 def checkpoint_data(
@@ -34,13 +39,15 @@ def checkpoint_data(
 
     Args:
         checkpoint: the model.
-        dataset: a data set name or CSV (default: the model's training data set).
+        dataset: a data set name or file (default: the model's training data set).
         split: ``train``, ``val``, ``test`` or ``all`` (the three together).
         data_root: folder of the raw data sets (default: the training run's if it still
             exists, else ``$MOLSEPNORM_DATA`` ...).
         options: :func:`~molsepnorm.data.load_dataset` options (default: the training
             run's, for its own data set, whose training split is then the molecules the run
-            trained on: with ``data.train_fraction`` below 1, that fraction of it).
+            trained on: with ``data.train_fraction`` below 1, that fraction of it); for
+            the model's own file, those given are added to how training read it
+            (:data:`FILE_OPTIONS`, and its target columns).
         targets: also require the same task and number of targets (scoring); False for
             embeddings, where only the featurization must match.
         loaded: a memo of loaded data sets shared across calls (several checkpoints).
@@ -58,25 +65,39 @@ def checkpoint_data(
         dataset = trained_on.dataset
         if dataset is None:
             raise MolsepnormError(f"{checkpoint.name}: the checkpoint names no data set; give --dataset")
-    same = dataset == trained_on.dataset
+    dataset = str(dataset)
+    recorded = Path(trained_on.source) if trained_on.source else None  # absolute: where training read it
+    here = Path(dataset).expanduser()
+    if named and recorded is not None and looks_like_table(dataset) and here.is_file():
+        same = here.resolve() == recorded.resolve()  # a file is the model's own by where it is, not by its name
+    else:
+        same = dataset == trained_on.dataset
+    own_file = same and looks_like_table(str(trained_on.dataset))  # the model's own CSV / SDF / .smi
+    if own_file and recorded is not None and recorded.is_file():
+        dataset = str(recorded)  # from any folder, and never a namesake in this one
+    elif own_file and recorded is not None and here.is_file():
+        from molsepnorm.data.labelled import outside_package_stacklevel
+
+        warnings.warn(f"{checkpoint.name}: the file it was trained on, {recorded}, no longer exists; reading "
+                      f"{here.resolve()} instead", UserWarning, stacklevel=outside_package_stacklevel())
     # a pretrained encoder's options are its corpus reader's (pretrain), not the data set's
     reuse = same and checkpoint.task.type != PRETRAINED
     given = options is not None
     own_split = reuse and not given  # the run's own split: keep only what it trained on
     options = dict(options) if given else (dict(trained_on.options) if reuse else {})
-    own_file = same and looks_like_table(str(dataset))  # the model's own CSV / SDF / .smi (not a named set)
+    if own_file and reuse:  # the file read as training read it, whatever else is given
+        for option in FILE_OPTIONS:
+            if option in trained_on.options:
+                options.setdefault(option, trained_on.options[option])
+        # the targets training resolved: a default that has changed since cannot move them
+        options.setdefault("target_columns", list(checkpoint.task.target_names))
     if own_file and not reuse:  # an encoder's file corpus (options given win over these)
         for column in ("smiles_column", "id_column"):  # a table's columns as pretraining read them
             if trained_on.options.get(column) is not None:
                 options.setdefault(column, trained_on.options[column])
-        if not is_smi(str(dataset)):
+        if not is_smi(dataset):
             options.setdefault("target_columns", [])  # molecules only, whatever other columns it has
         options.setdefault("on_invalid", "skip")  # pretraining left them out, each logged: so does this
-    if own_file and trained_on.source and Path(trained_on.source).is_file() \
-            and not (named and Path(str(dataset)).expanduser().is_file()):
-        # the model's own file where it was read (an absolute path), not a namesake in this folder;
-        # a file the user names that exists here is theirs
-        dataset = trained_on.source
     if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
         data_root = trained_on.data_root
     if not reuse and looks_like_table(str(dataset)):

@@ -6,9 +6,10 @@ Formats (``.gz`` allowed on any of them; ``-`` reads standard input):
   blank lines are not records.  The name is the rest of the line (it may contain
   spaces).  A CXSMILES extension ``SMILES |...|`` stays with the SMILES.
 * ``csv`` / ``tsv``: a header line, then one record per line (quoted fields may span
-  lines).  The SMILES column is ``smiles_column`` or the first column whose name contains
-  "smiles" (any case); the id column is ``id_column`` or a column named ``id`` / ``name``
-  if there is one.
+  lines).  The SMILES column is ``smiles_column``, else the column named ``smiles``, else
+  the first whose name contains "smiles" (any case); the id column is ``id_column``, else
+  a column named ``id``, else ``name`` (:mod:`molsepnorm.formats`, as ``load_dataset``
+  reads a CSV).
 * ``sdf``: records separated by ``$$$$`` lines (any of those line endings).  The id is
   the title line (RDKit's ``_Name``) or the data field named by ``id_column``.  Each
   record is parsed *unsanitized* (``MolFromMolBlock(sanitize=False, removeHs=False)``)
@@ -33,7 +34,7 @@ from typing import IO, Any, BinaryIO, Iterator, Optional, Union
 
 from molsepnorm.chem.sdf import SdfBlock, molblock_to_mol, sdf_blocks, sdf_data_fields, universal_lines
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.formats import FORMATS, ID_COLUMNS, SUFFIXES, file_format, format_suffix
+from molsepnorm.formats import FORMATS, SUFFIXES, default_id_column, default_smiles_column, file_format, format_suffix
 
 STDIN = "-"
 
@@ -224,8 +225,8 @@ class RecordReader:
             raise InputFormatError(f"{self.source}: no column {requested!r} for the {role}s; "
                                    f"the header has {', '.join(map(repr, header))}")
         if role == "id":
-            return next((lowered.index(n) for n in ID_COLUMNS if n in lowered), None)
-        found = next((i for i, h in enumerate(lowered) if "smiles" in h), None)
+            return default_id_column(header, taken=[self._smiles_at])
+        found = default_smiles_column(header)
         if found is None:
             raise InputFormatError(f"{self.source}: no SMILES column (none is named like 'smiles'); give "
                                    f"--smiles-column, one of {', '.join(map(repr, header))}")

@@ -48,7 +48,7 @@ from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits
 from molsepnorm.data.splits import DEFAULT_SIZES, column_split
 from molsepnorm.errors import DatasetFormatError
-from molsepnorm.formats import ID_COLUMNS
+from molsepnorm.formats import default_id_column, default_smiles_column, file_format
 
 
 
@@ -58,7 +58,7 @@ from molsepnorm.formats import ID_COLUMNS
 def read_table(path: Path, sep: Optional[str] = None) -> pd.DataFrame:
     """All cells of a CSV / TSV as strings, blank lines dropped; the index is the line - 2."""
     if sep is None:
-        sep = "\t" if path.name.lower().removesuffix(".gz").endswith((".tsv", ".tab")) else ","
+        sep = "\t" if file_format(path) == "tsv" else ","
     try:
         table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, skip_blank_lines=False)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as err:
@@ -146,7 +146,7 @@ def load_table(
         column_split(labels, rows=lines, column=split_column, source=label)  # fail early
     y_all = parse_targets(table, target_columns, lines, label)
     smiles_all = table[smiles_column].astype(str).tolist()
-    ids = table[id_column].astype(str).str.strip().tolist() if id_column is not None else None
+    ids = [cell.strip() or None for cell in table[id_column].astype(str)] if id_column is not None else None
     rows = LabelledRows(molecules=lambda: iter(smiles_all), y=y_all, target_names=list(target_columns), lines=lines,
                         smiles=smiles_all, ids=ids, split_labels=labels, split_column=split_column)
     return load_rows(rows, name=name, source=source,
@@ -160,7 +160,7 @@ def load_table(
 
 def load_csv(
     path: PathLike,
-    smiles_column: str = "smiles",
+    smiles_column: Optional[str] = None,
     target_columns: Union[None, str, Sequence[str]] = None,
     split: str = "random",
     seed: int = 0,
@@ -177,7 +177,9 @@ def load_csv(
     Args:
         path: ``.csv`` (comma) or ``.tsv`` / ``.tab`` (tab) file, optionally gzipped,
             with a header line.
-        smiles_column: column of SMILES (exact name, else a unique case-insensitive match).
+        smiles_column: column of SMILES (exact name, else a unique case-insensitive match);
+            default the column named ``smiles``, else the first whose name contains
+            "smiles" (any case), as ``predict`` and ``pretrain`` read a CSV.
         target_columns: target column(s); default every column but the SMILES, id and
             split columns.  Empty / NaN / NA / None / null cells are missing targets.
             None at all (``[]``, or a file of SMILES alone): unlabelled molecules, a data
@@ -196,8 +198,9 @@ def load_csv(
         progress: show a progress bar while featurizing (None: only on a terminal).
         sep: field separator (default from the file extension).
         id_column: a column of molecule ids (:attr:`DatasetSplits.ids`, named with each
-            skipped row); default the first column named ``id`` or ``name`` (any case) if
-            there is one, as ``predict`` and ``pretrain`` read a CSV.
+            skipped row; an empty cell: None); default the column named ``id``, else
+            ``name`` (any case), if there is one and it is not the SMILES, split or a named
+            target column, as ``predict`` and ``pretrain`` read a CSV.
 
     Raises:
         DatasetNotFoundError: the file does not exist.
@@ -207,18 +210,30 @@ def load_csv(
     file = data_file(path)
     table = read_table(file, sep)
     label = str(file)
-    smiles_col = find_column(table, smiles_column, "SMILES", label)
+    header = [str(c) for c in table.columns]
+    if smiles_column is not None:
+        smiles_col = find_column(table, smiles_column, "SMILES", label)
+    else:  # as predict and pretrain read a CSV
+        found = default_smiles_column(header)
+        if found is None:
+            raise DatasetFormatError(f"{label}: no SMILES column (none is named like 'smiles'); the columns are: "
+                                     f"{', '.join(map(repr, header))}; name it with smiles_column (--smiles-column)")
+        smiles_col = header[found]
     kind, split_column = _resolve_split(split, table, label)
+    named_targets = None
+    if target_columns is not None:
+        names = [target_columns] if isinstance(target_columns, str) else list(target_columns)
+        named_targets = [find_column(table, t, "target", label) for t in names]
     if id_column is not None:
         id_col: Optional[str] = find_column(table, id_column, "id", label)
     else:  # a column named id / name, as predict and pretrain read a CSV (never a target by default)
-        lowered = {str(c).lower(): str(c) for c in reversed(table.columns)}
-        id_col = next((lowered[n] for n in ID_COLUMNS if n in lowered), None)
-    if target_columns is None:  # every other column; none: unlabelled molecules
-        targets = [str(c) for c in table.columns if c not in (smiles_col, split_column, id_col)]
+        taken = [header.index(c) for c in (smiles_col, split_column, *(named_targets or [])) if c is not None]
+        found = default_id_column(header, taken)
+        id_col = None if found is None else header[found]
+    if named_targets is None:  # every other column; none: unlabelled molecules
+        targets = [c for c in header if c not in (smiles_col, split_column, id_col)]
     else:
-        names = [target_columns] if isinstance(target_columns, str) else list(target_columns)
-        targets = [find_column(table, t, "target", label) for t in names]
+        targets = named_targets
     lines = table.index.to_numpy(dtype=np.int64) + 2
     return load_table(table.reset_index(drop=True), name=file.name, source=file, content_sha256=file_sha256(file),
                       lines=lines, smiles_column=smiles_col, target_columns=targets, split=split, seed=seed,

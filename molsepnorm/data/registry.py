@@ -2,9 +2,11 @@
 
 Named data sets are registered with :func:`register_dataset`; the built-in ones
 (``zinc-subset``, ``zinc``, ``molhiv``, ``nci-tpsa``, ``moses``) register themselves when their
-module is imported, which :func:`load_dataset` does on first use.  Anything that looks
-like a path to a ``.csv`` / ``.tsv`` file is read by :mod:`molsepnorm.data.csv_dataset`, a
-``.sdf`` / ``.sdf.gz`` file by :mod:`molsepnorm.data.sdf_dataset`.
+module is imported, which :func:`load_dataset` does on first use.  A path is read by the
+format its suffix names (:mod:`molsepnorm.formats`, the table ``predict`` and ``pretrain``
+read by): a CSV / TSV by :mod:`molsepnorm.data.csv_dataset`, an SD file by
+:mod:`molsepnorm.data.sdf_dataset`, a file of SMILES per line by
+:mod:`molsepnorm.data.smi_dataset`; an existing file of another suffix as a CSV.
 
 Adding a data set::
 
@@ -274,10 +276,12 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
     Args:
         name: ``"zinc-subset"``, ``"zinc"`` (full ZINC), ``"molhiv"`` (alias
             ``"ogbg-molhiv"``), ``"nci-tpsa"``, a path to a CSV / TSV file of SMILES
-            and targets (see :func:`molsepnorm.data.csv_dataset.load_csv`), to an SD
-            file (``.sdf`` / ``.sdf.gz``) whose data fields hold the targets (see
-            :func:`molsepnorm.data.sdf_dataset.load_sdf`), or to a ``.smi`` file of
-            unlabelled molecules (:func:`molsepnorm.data.smi_dataset.load_smi`).
+            and targets (``.csv`` / ``.tsv`` / ``.tab``; see
+            :func:`molsepnorm.data.csv_dataset.load_csv`), to an SD file (``.sdf`` /
+            ``.sd`` / ``.mol``) whose data fields hold the targets (see
+            :func:`molsepnorm.data.sdf_dataset.load_sdf`), or to a file of unlabelled
+            SMILES (``.smi`` / ``.smiles`` / ``.ism`` / ``.can`` / ``.txt``;
+            :func:`molsepnorm.data.smi_dataset.load_smi`); any of them optionally ``.gz``.
         root: data root holding the raw benchmark folders (``ZINC/``, ``ogbg_molhiv/``);
             default ``$MOLSEPNORM_DATA``, else ``<cache>/data``.  Never written to,
             except that a missing benchmark is downloaded there when it is writable.
@@ -310,8 +314,8 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise DatasetNotFoundError(
             f"unknown data set {text!r}.{hint} Known data sets: {', '.join(sorted(set(_CANONICAL.values())))}; "
-            "or give the path of a .csv / .tsv file of SMILES and targets, of an .sdf / .sdf.gz file whose "
-            "data fields hold the targets, or of a .smi file of molecules."
+            "or give the path of a .csv / .tsv file of SMILES and targets, of an .sdf file whose data fields hold "
+            "the targets, or of a .smi / .txt file of molecules (optionally .gz)."
         )
     _check_options(_CANONICAL[text.lower()], loader, options)
     return loader(resolve_data_root(root), **options)

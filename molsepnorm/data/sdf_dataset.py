@@ -255,7 +255,8 @@ def load_sdf(
     """An SD file whose records' data fields hold targets, split into train / val / test.
 
     Args:
-        path: ``.sdf`` / ``.sd`` file, optionally gzipped (``.sdf.gz``).
+        path: ``.sdf`` / ``.sd`` file (or a single ``.mol`` file), optionally gzipped
+            (``.sdf.gz``).
         target_columns: the data field(s) to learn, required (the error lists the
             fields, and those holding numbers).  Absent, empty, NA or non-numeric values
             are missing targets (NaN), listed in one warning.  ``[]``: unlabelled

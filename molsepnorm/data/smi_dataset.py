@@ -25,6 +25,7 @@ from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits
 from molsepnorm.data.splits import DEFAULT_SIZES
 from molsepnorm.errors import DatasetFormatError, InvalidMoleculeError
+from molsepnorm.formats import format_suffix
 
 
 def load_smi(
@@ -67,12 +68,13 @@ def load_smi(
     asked = {"target_columns": target_columns or None, "smiles_column": smiles_column, "id_column": id_column}
     for option, value in asked.items():
         if value is not None:
-            raise DatasetFormatError(f"{label}: a .smi file is SMILES and a name per line, with no columns: "
-                                     f"{option}={value!r} does not apply")
+            raise DatasetFormatError(f"{label}: a {format_suffix(file)} file is read as 'SMILES [name]' per line, "
+                                     f"with no columns: {option}={value!r} does not apply")
     check_options(vocab, on_invalid)
     kind, _ = parse_split(split)
     if kind not in ("random", "scaffold"):
-        raise DatasetFormatError(f"{label}: a .smi file has no split column; use split 'random' or 'scaffold'")
+        raise DatasetFormatError(f"{label}: a {format_suffix(file)} file of SMILES has no split column; use split "
+                                 "'random' or 'scaffold'")
     lines, ids, smiles, errors = [], [], [], []
     with RecordReader(file, fmt="smi") as reader:
         for record in reader:
@@ -82,6 +84,11 @@ def load_smi(
             errors.append(record.error)
     if not lines:
         raise DatasetFormatError(f"{label}: no molecule: the file has no non-blank line")
+    if "smiles" in smiles[0].lower():  # no SMILES spells it: a table's header
+        raise DatasetFormatError(
+            f"{label}: line {lines[0]} is a header ({smiles[0]!r}), not a molecule: a {format_suffix(file)} file is "
+            "read as 'SMILES [name]' per line, with no header; a table with a header is a CSV or TSV: name it "
+            ".csv or .tsv (or delete the header line)")
 
     def molecules():
         for text, error in zip(smiles, errors):

@@ -46,6 +46,7 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.data.columns import num_atoms, targets
 from molsepnorm.errors import MolsepnormError
+from molsepnorm.formats import format_suffix
 from molsepnorm.inference.evaluate import applicability_warnings, evaluation_frame, write_evaluation_csv
 from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_ahead, is_better, summary_table
 from molsepnorm.inference.runner import Runner, run
@@ -137,7 +138,8 @@ class Trainer:
         if not splits.labelled:
             hint = ""
             if splits.info.get("format") == "smi":
-                hint = "; a .smi file holds SMILES and names only: give the targets in a CSV or SD file"
+                hint = (f"; a {format_suffix(splits.source)} file holds SMILES and names only: give the targets in a "
+                        "CSV or SD file")
             elif splits.source and Path(splits.source).is_file():
                 hint = ("; a file's targets are its other columns (CSV) or the data fields named by --target-columns "
                         "(target_columns=[...] in Python)")

@@ -261,7 +261,8 @@ def test_train_errors_are_one_clear_line(tmp_path):
     molecules.write_text("CCO ethanol\nc1ccccc1O phenol\nCCN ethylamine\n")
     result = runner.invoke(train, ["--dataset", str(molecules), "--out", str(tmp_path / "r5")])
     assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "'molecules.smi' is unlabelled (it has no targets)" in result.output and "--target-columns" in result.output
+    assert "'molecules.smi' is unlabelled (it has no targets)" in result.output
+    assert "a .smi file holds SMILES and names only: give the targets in a CSV or SD file" in result.output
 
 
 def test_nproc_runs_torchrun_with_the_same_flags(monkeypatch):
@@ -322,13 +323,22 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
 
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    (tmp_path / "elsewhere" / "bad.csv").write_text("smiles,tpsa\nCCO,20.2\n")  # a namesake, not its data
-    scored = CliRunner().invoke(evaluate, ["-m", str(tmp_path / "run" / "best.pt"), "--json", "-"])
-    assert scored.exit_code == 0, scored.output
-    report = json.loads(scored.stdout)
-    assert report["num_molecules"] == split["sizes"]["test"] and report["dataset"] == "bad.csv"
-    assert report["metrics"]["mae"] == pytest.approx(json.loads((tmp_path / "run" / "results.json").read_text())
-                                                     ["test"]["mae"])
+    write_tpsa_csv(tmp_path / "elsewhere" / "bad.csv", n=30)  # a namesake, not its data
+    model = ["-m", str(tmp_path / "run" / "best.pt"), "--json", "-"]
+    test_mae = json.loads((tmp_path / "run" / "results.json").read_text())["test"]["mae"]
+
+    def score(*extra: str) -> dict:
+        scored = CliRunner().invoke(evaluate, [*model, *extra])
+        assert scored.exit_code == 0, scored.output
+        return json.loads(scored.stdout)
+
+    for report in (score(), score("--dataset", str(csv))):  # its own file: by default, or named by its path
+        assert report["num_molecules"] == split["sizes"]["test"] and report["dataset"] == "bad.csv"
+        assert report["metrics"]["mae"] == pytest.approx(test_mae)
+    assert score("--dataset", "bad.csv")["num_molecules"] == 3  # the namesake, named: the user's file
+    csv.rename(tmp_path / "moved.csv")
+    with pytest.warns(UserWarning, match=r"the file it was trained on, .*bad\.csv, no longer exists; reading "):
+        assert score()["num_molecules"] == 3
 
 
 @pytest.mark.parametrize("counts, weights, expected", [

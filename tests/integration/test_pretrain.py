@@ -239,18 +239,19 @@ def test_file_corpora_and_invalid_molecules(tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    (elsewhere / "mols.csv").write_text("smiles\nCCO\n")  # a namesake here is not the corpus
+    (elsewhere / "mols.csv").write_text("smiles\nCCO\n")  # namesakes here are not the corpora
+    (elsewhere / "mols.smi").write_text("CCO\n")
     for name, molecules in (("csv", 199), ("sdf", 200), ("smi", 99)):  # the bad SMILES is in both
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            # an option given (here the split) keeps the corpus's columns and skipping
-            analysis = analyze_checkpoints([tmp_path / name / "encoder.pt"], split="all", progress=False,
-                                           options={"split": "scaffold"})
-        (metrics,) = analysis.metrics.values()
-        assert metrics["num_embeddings"] == molecules, name  # the CSV's bad row left out; not the namesake's 1
-        assert analysis.info["dataset"] == (f"mols.{name}" if name != "sdf" else "first_200.props.sdf")
-        if name == "csv":
-            assert any("row 5 (id 'NSC3'): 'C1CC'" in str(w.message) for w in caught)
+        for options in (None, {"split": "scaffold"}):  # an option given keeps the corpus's columns and skipping
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                analysis = analyze_checkpoints([tmp_path / name / "encoder.pt"], split="all", progress=False,
+                                               options=options)
+            (metrics,) = analysis.metrics.values()
+            assert metrics["num_embeddings"] == molecules, (name, options)  # the bad row left out; no namesake
+            assert analysis.info["dataset"] == (f"mols.{name}" if name != "sdf" else "first_200.props.sdf")
+            if name == "csv":
+                assert any("row 5 (id 'NSC3'): 'C1CC'" in str(w.message) for w in caught)
 
 
 def test_moses_corpus_with_a_time_budget(tmp_path, data_root):

@@ -165,7 +165,8 @@ def test_column_split(tmp_path: Path, nci) -> None:
 
 def test_missing_columns_list_the_available_ones(tmp_path: Path, nci) -> None:
     path = write(tmp_path / "cols.csv", ["mol", "tpsa"], [[s, t] for s, t in nci[:10]])
-    with pytest.raises(DatasetFormatError, match=r"no SMILES column 'smiles'; the columns are: 'mol', 'tpsa'"):
+    with pytest.raises(DatasetFormatError,
+                       match=r"no SMILES column \(none is named like 'smiles'\); the columns are: 'mol', 'tpsa'"):
         load_dataset(path)
     with pytest.raises(DatasetFormatError, match=r"no target column 'logp'; the columns are: 'mol', 'tpsa'"):
         load_dataset(path, smiles_column="mol", target_columns=["tpsa", "logp"])

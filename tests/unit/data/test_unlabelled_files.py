@@ -63,7 +63,7 @@ def test_a_smi_file_is_an_unlabelled_split_data_set_named_by_its_lines(tmp_path:
     with pytest.warns(UserWarning, match=r"mols\.smi\.gz: 2 row"):
         again = load_dataset(gz, on_invalid="skip", split="scaffold", seed=2, progress=False)
     assert again.task == UNLABELLED and sum(again.sizes.values()) == 60
-    with pytest.raises(DatasetFormatError, match="a .smi file has no split column"):
+    with pytest.raises(DatasetFormatError, match="a .smi file of SMILES has no split column"):
         load_dataset(path, split="column:fold", on_invalid="skip", progress=False)
 
 
@@ -74,9 +74,19 @@ def test_a_smi_file_refuses_column_options_in_one_line(tmp_path: Path, nci_lines
     path.write_text("".join(nci_lines[:10]))
     with pytest.raises(DatasetFormatError, match=rf"few\.smi: a \.smi file .* no columns: {option}="):
         load_dataset(path, progress=False, **{option: value})
+
+
+def test_a_smi_file_takes_no_targets_and_no_header(tmp_path: Path, nci_lines) -> None:
+    path = tmp_path / "few.smi"
+    path.write_text("".join(nci_lines[:10]))
     with pytest.raises(DatasetFormatError, match=r"task='binary' needs targets"):
         load_dataset(path, progress=False, task="binary")
     assert load_dataset(path, progress=False, target_columns=[], task=UNLABELLED).task == UNLABELLED
+    table = tmp_path / "table.txt"  # a CSV saved as .txt is read as SMILES per line: its header says so
+    table.write_text("smiles,name\n" + "".join(",".join(line.split()) + "\n" for line in nci_lines[:10]))
+    with pytest.raises(DatasetFormatError, match=r"table\.txt: line 1 is a header \('smiles,name'\), not a "
+                                                 r"molecule: a \.txt file .* name it \.csv or \.tsv"):
+        load_dataset(table, progress=False)
 
 
 def test_every_suffix_the_record_reader_knows_is_a_data_set_of_that_format(tmp_path: Path, nci_lines) -> None:
@@ -119,8 +129,30 @@ def test_a_csv_of_smiles_alone_or_with_no_target_columns_is_unlabelled(tmp_path:
     numbered.write_text("ID,smiles\n" + "".join(f"{n},{s}\n" for s, n in pairs))
     splits = load_dataset(numbered, progress=False)
     assert splits.task == UNLABELLED and splits.ids == [n for _, n in pairs]
-    with pytest.raises(DatasetFormatError, match=r"task='regression' needs targets, and the file has none"):
-        load_dataset(named, target_columns=[], task="regression", progress=False)
+
+
+def test_a_csvs_default_columns_are_the_record_readers(tmp_path: Path, nci_lines) -> None:
+    """The SMILES column named like 'smiles', the id column 'id' else 'name', never one taken
+    by the SMILES, the split or a named target; an empty id cell is no id."""
+    from molsepnorm.chem.readers import RecordReader
+
+    pairs = [line.split() for line in nci_lines[:20]]
+    names = [f"NSC{n}" for _, n in pairs]
+    path = tmp_path / "mols.csv"
+    path.write_text(" Name ,canonical_smiles,id,logp\n" + "".join(
+        f"NSC{n},{s},{'' if i == 3 else 100 + i},{i}\n" for i, (s, n) in enumerate(pairs)))
+    with RecordReader(path) as reader:
+        assert reader.columns == {"smiles_column": "canonical_smiles", "id_column": "id"}
+    splits = load_dataset(path, target_columns=["logp"], progress=False)
+    assert splits.ids[2:5] == ["102", None, "104"]  # the id column; an empty cell is no id
+    splits = load_dataset(path, target_columns=["logp", "id"], progress=False)  # a target is not the ids
+    assert splits.target_names == ["logp", "id"] and splits.ids == names
+
+    folds = tmp_path / "folds.csv"  # a split column named id is not the ids either
+    folds.write_text("smiles,name,id\n" + "".join(f"{s},NSC{n},{'train' if i < 16 else 'test'}\n"
+                                                  for i, (s, n) in enumerate(pairs)))
+    splits = load_dataset(folds, split="column:id", progress=False)
+    assert splits.task == UNLABELLED and splits.sizes["test"] == 4 and splits.ids == names
 
 
 def test_an_sd_file_with_no_target_fields_asked_for_is_unlabelled() -> None:
