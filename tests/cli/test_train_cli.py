@@ -336,6 +336,9 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
         assert report["num_molecules"] == split["sizes"]["test"] and report["dataset"] == "bad.csv"
         assert report["metrics"]["mae"] == pytest.approx(test_mae)
     assert score("--dataset", "bad.csv")["num_molecules"] == 3  # the namesake, named: the user's file
+    rows = csv.read_text().splitlines()  # a column added since training is not a target of the model
+    csv.write_text("\n".join([rows[0] + ",logp", *(row + ",1.5" for row in rows[1:])]) + "\n")
+    assert score()["metrics"]["mae"] == pytest.approx(test_mae)
     csv.rename(tmp_path / "moved.csv")
     with pytest.warns(UserWarning, match=r"the file it was trained on, .*bad\.csv, no longer exists; reading "):
         assert score()["num_molecules"] == 3
