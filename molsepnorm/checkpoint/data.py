@@ -21,9 +21,10 @@ from molsepnorm.checkpoint.checkpoint import PRETRAINED, Checkpoint
 from molsepnorm.errors import MolsepnormError
 
 PathLike = Union[str, os.PathLike]
-FILE_OPTIONS = ("smiles_column", "target_columns", "id_column", "task", "vocab", "sep")
-"""``load_dataset`` options that say how a file is read (not how it is split): a model's own
-file keeps its training run's, even where other options are given."""
+FILE_OPTIONS = ("smiles_column", "target_columns", "id_column", "task", "vocab", "sep", "on_invalid")
+"""``load_dataset`` options that say how a file is read (its columns, which rows are in it),
+not how it is split: a model's own file keeps its training run's, even where other options
+are given."""
 
 
 def checkpoint_data(
@@ -66,16 +67,20 @@ def checkpoint_data(
         if dataset is None:
             raise MolsepnormError(f"{checkpoint.name}: the checkpoint names no data set; give --dataset")
     dataset = str(dataset)
-    recorded = Path(trained_on.source) if trained_on.source else None  # absolute: where training read it
+    trained_on_file = trained_on.dataset is not None and looks_like_table(str(trained_on.dataset))
+    # where training read its file (recorded absolute; a relative one, of older checkpoints, tells nothing)
+    recorded = Path(trained_on.source) if trained_on_file and trained_on.source else None
+    if recorded is not None and not recorded.is_absolute():
+        recorded = None
     here = Path(dataset).expanduser()
-    if named and recorded is not None and looks_like_table(dataset) and here.is_file():
-        same = here.resolve() == recorded.resolve()  # a file is the model's own by where it is, not by its name
+    if named and recorded is not None and recorded.is_file() and looks_like_table(dataset) and here.is_file():
+        same = here.samefile(recorded)  # a file is the model's own by where it is, not by its name
     else:
         same = dataset == trained_on.dataset
-    own_file = same and looks_like_table(str(trained_on.dataset))  # the model's own CSV / SDF / .smi
+    own_file = same and trained_on_file  # the model's own CSV / SDF / .smi
     if own_file and recorded is not None and recorded.is_file():
         dataset = str(recorded)  # from any folder, and never a namesake in this one
-    elif own_file and recorded is not None and here.is_file():
+    elif own_file and not named and recorded is not None and here.is_file():
         from molsepnorm.data.labelled import outside_package_stacklevel
 
         warnings.warn(f"{checkpoint.name}: the file it was trained on, {recorded}, no longer exists; reading "

@@ -94,7 +94,9 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
                           "molecules (unlabelled: for analyze and prepare); any of them optionally .gz."),
         click.option("--data-root", type=click.Path(file_okay=False), default=None,
                      help=f"Folder holding raw data sets ({DATA_ROOT_DEFAULT})."),
-        click.option("--smiles-column", default=None, help="CSV: column holding the SMILES (default: smiles)."),
+        click.option("--smiles-column", default=None,
+                     help="CSV: column holding the SMILES (default: the column named smiles, else the first whose "
+                          "name contains 'smiles')."),
         click.option("--target-columns", default=None,
                      help="CSV: comma-separated target columns (default: every column but SMILES, id and split); "
                           "SDF: comma-separated data fields (required); '' for none: the molecules alone."),

@@ -181,7 +181,7 @@ def load_csv(
             default the column named ``smiles``, else the first whose name contains
             "smiles" (any case), as ``predict`` and ``pretrain`` read a CSV.
         target_columns: target column(s); default every column but the SMILES, id and
-            split columns.  Empty / NaN / NA / None / null cells are missing targets.
+            split columns (and any other named like "smiles").  Empty / NaN / NA / None / null cells are missing targets.
             None at all (``[]``, or a file of SMILES alone): unlabelled molecules, a data
             set whose ``task`` is ``"unlabelled"`` (for ``analyze`` and ``prepare``; training
             refuses it).
@@ -230,8 +230,8 @@ def load_csv(
         taken = [header.index(c) for c in (smiles_col, split_column, *(named_targets or [])) if c is not None]
         found = default_id_column(header, taken)
         id_col = None if found is None else header[found]
-    if named_targets is None:  # every other column; none: unlabelled molecules
-        targets = [c for c in header if c not in (smiles_col, split_column, id_col)]
+    if named_targets is None:  # every other column (other SMILES columns are not targets); none: unlabelled
+        targets = [c for c in header if c not in (smiles_col, split_column, id_col) and "smiles" not in c.lower()]
     else:
         targets = named_targets
     lines = table.index.to_numpy(dtype=np.int64) + 2

@@ -336,6 +336,8 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
         assert report["num_molecules"] == split["sizes"]["test"] and report["dataset"] == "bad.csv"
         assert report["metrics"]["mae"] == pytest.approx(test_mae)
     assert score("--dataset", "bad.csv")["num_molecules"] == 3  # the namesake, named: the user's file
+    # a split option given: the file is still read as training read it (its bad row skipped)
+    assert score("--split-by", "random")["metrics"]["mae"] == pytest.approx(test_mae)
     rows = csv.read_text().splitlines()  # a column added since training is not a target of the model
     csv.write_text("\n".join([rows[0] + ",logp", *(row + ",1.5" for row in rows[1:])]) + "\n")
     assert score()["metrics"]["mae"] == pytest.approx(test_mae)

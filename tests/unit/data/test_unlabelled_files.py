@@ -148,6 +148,11 @@ def test_a_csvs_default_columns_are_the_record_readers(tmp_path: Path, nci_lines
     splits = load_dataset(path, target_columns=["logp", "id"], progress=False)  # a target is not the ids
     assert splits.target_names == ["logp", "id"] and splits.ids == names
 
+    two = tmp_path / "two.csv"  # a second SMILES column is not a target
+    two.write_text("canonical_smiles,isomeric_smiles,logp\n" + "".join(f"{s},{s},{i}\n" for i, (s, _) in
+                                                                      enumerate(pairs)))
+    assert load_dataset(two, progress=False).target_names == ["logp"]
+
     folds = tmp_path / "folds.csv"  # a split column named id is not the ids either
     folds.write_text("smiles,name,id\n" + "".join(f"{s},NSC{n},{'train' if i < 16 else 'test'}\n"
                                                   for i, (s, n) in enumerate(pairs)))
