@@ -42,14 +42,19 @@ def _folded(header: Sequence[str]) -> list[str]:
     return [str(name).strip().lower() for name in header]
 
 
+def names_smiles(column: str) -> bool:
+    """Whether a column's name says it holds SMILES: it contains "smiles", in any case."""
+    return "smiles" in str(column).lower()
+
+
 def default_smiles_column(header: Sequence[str]) -> Optional[int]:
     """The position of a table's SMILES column when none is named: the column named
     ``smiles`` (any case, spaces around ignored), else the first whose name contains
-    "smiles" (``canonical_smiles``); None when no column is named so."""
+    "smiles" (``canonical_smiles``, :func:`names_smiles`); None when no column is named so."""
     folded = _folded(header)
     if "smiles" in folded:
         return folded.index("smiles")
-    return next((i for i, name in enumerate(folded) if "smiles" in name), None)
+    return next((i for i, name in enumerate(header) if names_smiles(name)), None)
 
 
 def default_id_column(header: Sequence[str], taken: Iterable[Optional[int]] = ()) -> Optional[int]:

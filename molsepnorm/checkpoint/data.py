@@ -72,15 +72,17 @@ def checkpoint_data(
     recorded = Path(trained_on.source) if trained_on_file and trained_on.source else None
     if recorded is not None and not recorded.is_absolute():
         recorded = None
+    recorded_exists = recorded is not None and recorded.is_file()
     here = Path(dataset).expanduser()
-    if named and recorded is not None and recorded.is_file() and looks_like_table(dataset) and here.is_file():
+    here_exists = here.is_file()
+    if named and recorded_exists and here_exists and looks_like_table(dataset):
         same = here.samefile(recorded)  # a file is the model's own by where it is, not by its name
     else:
         same = dataset == trained_on.dataset
     own_file = same and trained_on_file  # the model's own CSV / SDF / .smi
-    if own_file and recorded is not None and recorded.is_file():
+    if own_file and recorded_exists:
         dataset = str(recorded)  # from any folder, and never a namesake in this one
-    elif own_file and not named and recorded is not None and here.is_file():
+    elif own_file and not named and recorded is not None and here_exists:
         from molsepnorm.data.labelled import outside_package_stacklevel
 
         warnings.warn(f"{checkpoint.name}: the file it was trained on, {recorded}, no longer exists; reading "
@@ -96,7 +98,7 @@ def checkpoint_data(
                 options.setdefault(option, trained_on.options[option])
         # the targets training resolved: a default that has changed since cannot move them
         options.setdefault("target_columns", list(checkpoint.task.target_names))
-    if own_file and not reuse:  # an encoder's file corpus (options given win over these)
+    elif own_file:  # an encoder's file corpus (options given win over these)
         for column in ("smiles_column", "id_column"):  # a table's columns as pretraining read them
             if trained_on.options.get(column) is not None:
                 options.setdefault(column, trained_on.options[column])
@@ -105,9 +107,9 @@ def checkpoint_data(
         options.setdefault("on_invalid", "skip")  # pretraining left them out, each logged: so does this
     if data_root is None and same and trained_on.data_root and Path(trained_on.data_root).is_dir():
         data_root = trained_on.data_root
-    if not reuse and looks_like_table(str(dataset)):
+    if not reuse and looks_like_table(dataset):
         options.setdefault("vocab", checkpoint.featurizer.vocab)  # featurize as the model expects
-    key = (str(dataset), None if data_root is None else str(data_root), repr(sorted(options.items())))
+    key = (dataset, None if data_root is None else str(data_root), repr(sorted(options.items())))
     if loaded is not None and key in loaded:
         splits = loaded[key]
     else:

@@ -101,8 +101,8 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
                      help="CSV: comma-separated target columns (default: every column but SMILES, id and split); "
                           "SDF: comma-separated data fields (required); '' for none: the molecules alone."),
         click.option("--id-column", default=None,
-                     help="CSV: column of molecule ids (default: a column named id or name, if any); SDF: data field of the ids (default: the "
-                          "title line, else the record number)."),
+                     help="CSV: column of molecule ids (default: a column named id or name, if any); SDF: data field of "
+                          "the ids (default: the title line, else the record number)."),
         click.option("--split-by", "split_by", default=None,
                      help="CSV/SDF: how to split: random | scaffold | column:NAME (a column or data field of "
                           "train/val/test)."),

@@ -48,7 +48,7 @@ from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits
 from molsepnorm.data.splits import DEFAULT_SIZES, column_split
 from molsepnorm.errors import DatasetFormatError
-from molsepnorm.formats import default_id_column, default_smiles_column, file_format
+from molsepnorm.formats import default_id_column, default_smiles_column, file_format, names_smiles
 
 
 
@@ -181,7 +181,8 @@ def load_csv(
             default the column named ``smiles``, else the first whose name contains
             "smiles" (any case), as ``predict`` and ``pretrain`` read a CSV.
         target_columns: target column(s); default every column but the SMILES, id and
-            split columns (and any other named like "smiles").  Empty / NaN / NA / None / null cells are missing targets.
+            split columns (and any other named like "smiles").  Empty / NaN / NA / None /
+            null cells are missing targets.
             None at all (``[]``, or a file of SMILES alone): unlabelled molecules, a data
             set whose ``task`` is ``"unlabelled"`` (for ``analyze`` and ``prepare``; training
             refuses it).
@@ -231,7 +232,7 @@ def load_csv(
         found = default_id_column(header, taken)
         id_col = None if found is None else header[found]
     if named_targets is None:  # every other column (other SMILES columns are not targets); none: unlabelled
-        targets = [c for c in header if c not in (smiles_col, split_column, id_col) and "smiles" not in c.lower()]
+        targets = [c for c in header if c not in (smiles_col, split_column, id_col) and not names_smiles(c)]
     else:
         targets = named_targets
     lines = table.index.to_numpy(dtype=np.int64) + 2

@@ -79,7 +79,7 @@ def load_smi(
     with RecordReader(file, fmt="smi") as reader:
         for record in reader:
             lines.append(record.line)
-            ids.append(record.id if isinstance(record.id, str) else None)  # else the record number
+            ids.append(record.id if isinstance(record.id, str) else None)  # an int id is the record number
             smiles.append(record.smiles)
             errors.append(record.error)
     if not lines:
