@@ -52,6 +52,7 @@ from torch import Tensor
 from molsepnorm._atomic import atomic_write
 from molsepnorm.checkpoint.scaling import TargetScaler
 from molsepnorm.errors import MolsepnormError
+from molsepnorm.formats import file_format
 from molsepnorm.version import __version__
 
 if TYPE_CHECKING:
@@ -125,6 +126,19 @@ class DataProvenance:
     source: Optional[str] = None  # where the raw data was read
     sizes: Mapping[str, int] = field(default_factory=dict)  # molecules per split
     data_root: Optional[str] = None  # the data root of the training run
+
+    @property
+    def identity(self) -> Optional[str]:
+        """Which data: a file by where it was read (its recorded absolute path, whatever name
+        training was given), a named data set (or a file of an older checkpoint) by its name."""
+        is_file = self.dataset is not None and file_format(self.dataset) is not None
+        if is_file and self.source is not None and os.path.isabs(self.source):
+            return self.source
+        return self.dataset
+
+    def same_data(self, other: DataProvenance) -> bool:
+        """Whether ``other`` read the same data (:attr:`identity`) with the same loading options."""
+        return self.identity == other.identity and dict(self.options) == dict(other.options)
 
 
 @dataclass

@@ -295,18 +295,10 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
         TypeError: an option the loader does not accept.
     """
     text = str(name)
-    if is_sdf(text):
-        from molsepnorm.data.sdf_dataset import load_sdf
-
-        return load_sdf(text, **options)
-    if is_smi(text):
-        from molsepnorm.data.smi_dataset import load_smi
-
-        return load_smi(text, **options)
-    if isinstance(name, Path) or looks_like_table(text):
-        from molsepnorm.data.csv_dataset import load_csv
-
-        return load_csv(text, **options)
+    file_loader = _file_loader(text) if isinstance(name, Path) or looks_like_table(text) else None
+    if file_loader is not None:
+        _check_options(f"{text} (a {file_format(text) or 'csv'} file)", file_loader, options, first="path")
+        return file_loader(text, **options)
     _load_builtins()
     loader = _REGISTRY.get(text.lower())
     if loader is None:
@@ -317,18 +309,35 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
             "or give the path of a .csv / .tsv file of SMILES and targets, of an .sdf file whose data fields hold "
             "the targets, or of a .smi / .txt file of molecules (optionally .gz)."
         )
-    _check_options(_CANONICAL[text.lower()], loader, options)
+    _check_options(f"data set {_CANONICAL[text.lower()]!r}", loader, options)
     return loader(resolve_data_root(root), **options)
 
 
-def _check_options(name: str, loader: Loader, options: dict[str, Any]) -> None:
+def _file_loader(path: str) -> Loader:
+    """The loader of a molecule file, by its format (a file of no known suffix is a CSV)."""
+    fmt = file_format(path)
+    if fmt == "sdf":
+        from molsepnorm.data.sdf_dataset import load_sdf
+
+        return load_sdf
+    if fmt == "smi":
+        from molsepnorm.data.smi_dataset import load_smi
+
+        return load_smi
+    from molsepnorm.data.csv_dataset import load_csv
+
+    return load_csv
+
+
+def _check_options(what: str, loader: Callable[..., Any], options: dict[str, Any], first: str = "root") -> None:
+    """A TypeError naming ``what`` and the options its loader takes, for any it does not."""
     params = inspect.signature(loader).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
-    accepted = [p for p in params if p != "root"]
+    accepted = [p for p in params if p != first]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise TypeError(f"data set {name!r} does not take option(s) {', '.join(unknown)}; "
+        raise TypeError(f"{what} does not take option(s) {', '.join(unknown)}; "
                         f"it accepts: {', '.join(accepted) or 'none'}")
 
 

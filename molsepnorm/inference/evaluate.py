@@ -79,9 +79,7 @@ def evaluate_checkpoint(
         check_predicts(loaded.task.type, str(path))
     check_ensemble(checkpoints)
     checkpoint = checkpoints[0]
-    same_split = all(c.data.dataset == checkpoint.data.dataset and dict(c.data.options) == dict(checkpoint.data.options)
-                     for c in checkpoints[1:])
-    if dataset is None and not same_split:
+    if dataset is None and not all(c.data.same_data(checkpoint.data) for c in checkpoints[1:]):
         warnings.warn(f"the ensemble's members were trained on different data; scoring it on {checkpoint.name}'s "
                       f"({checkpoint.data.dataset}); give dataset= to choose", UserWarning, stacklevel=2)
     data, splits = checkpoint_data(checkpoint, dataset, split, data_root, options)

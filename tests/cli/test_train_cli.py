@@ -226,9 +226,20 @@ def test_evaluate_warns_when_an_ensembles_members_were_trained_on_different_data
     other.save(tmp_path / "other-split.pt")
     with pytest.warns(UserWarning, match="trained on different data"):
         evaluate_checkpoint([run / "best.pt", tmp_path / "other-split.pt"], split="test")
+    # a file is the same data by where training read it, not by the name training was given
+    assert Path(other.data.source).is_absolute()
+    renamed = Checkpoint.load(run / "last.pt")  # trained on the same file, named from its folder
+    renamed.data = dataclasses.replace(renamed.data, dataset=Path(renamed.data.dataset).name)
+    renamed.save(tmp_path / "renamed.pt")
+    moved = Checkpoint.load(run / "last.pt")  # the same name, another file (trained in another folder)
+    moved.data = dataclasses.replace(moved.data, source=str(tmp_path / Path(moved.data.dataset).name))
+    moved.save(tmp_path / "moved.pt")
+    with pytest.warns(UserWarning, match="trained on different data"):
+        evaluate_checkpoint([run / "best.pt", tmp_path / "moved.pt"], split="test")
     with warnings.catch_warnings():  # the same data: no warning
         warnings.simplefilter("error", UserWarning)
         evaluate_checkpoint([run / "best.pt", run / "last.pt"], split="test")
+        evaluate_checkpoint([run / "best.pt", tmp_path / "renamed.pt"], split="test")
 
 
 def test_evaluate_refuses_missing_and_hostile_checkpoints(tmp_path):

@@ -76,6 +76,16 @@ def test_a_smi_file_refuses_column_options_in_one_line(tmp_path: Path, nci_lines
         load_dataset(path, progress=False, **{option: value})
 
 
+@pytest.mark.parametrize("name, option", [("few.smi", "sep"), ("few.sdf", "sep"), ("few.csv", "download")])
+def test_an_option_a_files_loader_does_not_take_is_named_with_those_it_takes(tmp_path: Path, nci_lines, name,
+                                                                              option) -> None:
+    path = tmp_path / name  # the check comes before the file is read: its content does not matter here
+    path.write_text("".join(nci_lines[:10]))
+    with pytest.raises(TypeError, match=rf"few\.\w+ \(a \w+ file\) does not take option\(s\) {option}; it "
+                                        r"accepts: .*\bsplit\b"):
+        load_dataset(path, progress=False, **{option: ","})
+
+
 def test_a_smi_file_takes_no_targets_and_no_header(tmp_path: Path, nci_lines) -> None:
     path = tmp_path / "few.smi"
     path.write_text("".join(nci_lines[:10]))
