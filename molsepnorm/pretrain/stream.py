@@ -8,7 +8,11 @@ featurized when it is reached (in this process, or by worker processes one block
 batches (size-bucketed or random) with a seed drawn from ``(seed, pass, block)``, and the
 batches are yielded in that order.  At the end of the corpus the next pass begins.
 
-Memory holds one block (two with workers), never the corpus.  A :class:`Position`
+Memory holds one block of graphs (two with workers), never the corpus's.  The blocks'
+graph-level targets (motif counts, descriptors: RDKit substructure searches that cost as
+much as featurizing) are kept from one pass to the next, up to
+:data:`TARGET_CACHE_BYTES`, so a corpus of that size (molhiv's 32,901 training molecules:
+11 MB of motif targets) computes them once, not every pass.  A :class:`Position`
 ``(pass, block, batches done)`` is all a resume needs: the records before the block are
 read again but not featurized, the block is featurized again and its first batches are
 skipped, so a resumed run sees the very same batches.
@@ -28,6 +32,11 @@ from molsepnorm.predict.featurizing import featurized_chunks
 from molsepnorm.chem.readers import Record
 from molsepnorm.pretrain.corpus import Corpus
 from molsepnorm.train.batching import make_train_sampler
+
+
+#: Most bytes of graph-level targets kept across passes (blocks past it are computed again
+#: every pass, as before the cache).
+TARGET_CACHE_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -69,13 +78,15 @@ class CorpusStream:
             graph, (M,) float (such as :func:`~molsepnorm.chem.motifs.motif_counts` of its
             SMILES); a block's are computed in this process when the block is reached and
             batched as ``y`` (B, M).  None: batches carry no ``y``.
+        target_cache_bytes: most bytes of targets kept for the next passes (0: none kept).
     """
 
     def __init__(self, corpus: Corpus, vocab: str, chunk_size: int, batch_size: int, batching: str = "bucket",
                  max_tokens: Optional[int] = None, seed: int = 0, multi_hop_max_dist: int = 5, rank: int = 0,
                  world_size: int = 1, workers: int = 0, limit: Optional[int] = None, max_atoms: Optional[int] = None,
                  on_invalid: Optional[Callable[[Record, str], None]] = None,
-                 graph_targets: Optional[Callable[[Any], np.ndarray]] = None) -> None:
+                 graph_targets: Optional[Callable[[Any], np.ndarray]] = None,
+                 target_cache_bytes: int = TARGET_CACHE_BYTES) -> None:
         self.corpus = corpus
         self.vocab = vocab
         self.chunk_size = int(chunk_size)
@@ -90,6 +101,8 @@ class CorpusStream:
         self.max_atoms = max_atoms
         self.on_invalid = on_invalid or (lambda record, reason: None)
         self.graph_targets = graph_targets
+        self.target_cache_bytes = int(target_cache_bytes)
+        self._target_cache: dict[int, np.ndarray] = {}  # block -> its targets, as computed in an earlier pass
 
     def start(self) -> Position:
         """The position of a run that has not begun: pass 0, this process's first block."""
@@ -112,7 +125,7 @@ class CorpusStream:
                 for block, graphs in blocks:
                     done = skip if block == first else 0
                     order = self._batches(graphs, corpus_pass, block)
-                    targets = self._targets(graphs) if done < len(order) else None
+                    targets = self._targets(block, graphs) if done < len(order) else None
                     for k in range(done, len(order)):
                         found = True
                         batch = self.collate([graphs[i] for i in order[k]])
@@ -144,11 +157,18 @@ class CorpusStream:
                 if graphs:
                     yield block, graphs
 
-    def _targets(self, graphs: list[Any]) -> Optional[np.ndarray]:
-        """The graph-level targets of a block's molecules, (n, M) float32, or None."""
+    def _targets(self, block: int, graphs: list[Any]) -> Optional[np.ndarray]:
+        """The graph-level targets of a block's molecules, (n, M) float32, or None; those of a
+        block met in an earlier pass (the same records, hence the same graphs) are reused."""
         if self.graph_targets is None:
             return None
-        return np.stack([np.asarray(self.graph_targets(g), dtype=np.float32) for g in graphs])
+        targets = self._target_cache.get(block)
+        if targets is not None and len(targets) == len(graphs):
+            return targets
+        targets = np.stack([np.asarray(self.graph_targets(g), dtype=np.float32) for g in graphs])
+        if sum(t.nbytes for t in self._target_cache.values()) + targets.nbytes <= self.target_cache_bytes:
+            self._target_cache[block] = targets
+        return targets
 
     def _batches(self, graphs: list[Any], corpus_pass: int, block: int) -> list[list[int]]:
         """The batches of a block (indices into ``graphs``), fixed by ``(seed, pass, block)``."""

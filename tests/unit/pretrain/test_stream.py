@@ -84,6 +84,32 @@ def test_graph_targets_travel_with_their_molecules_and_survive_a_resume(tmp_path
     assert next(stream(path).batches(Position()))[1].y is None
 
 
+@pytest.mark.parametrize("budget, blocks_kept", [(None, 2), (40 * 85 * 4, 1), (0, 0)])
+def test_graph_targets_are_computed_once_per_molecule_while_they_fit_the_cache(tmp_path, budget, blocks_kept):
+    """Three passes over 80 molecules (two blocks of 40): the targets of a block kept in the
+    cache (the default budget: both; one block's bytes: the first; 0: none) are computed in
+    the first pass only, the others every pass, and every batch carries its molecules' own."""
+    from molsepnorm.chem.motifs import motif_counts
+    from molsepnorm.pretrain.config import PretrainOptions
+    from molsepnorm.pretrain.objectives import graph_targets
+
+    computed: list[str] = []
+
+    def counted(graph):
+        computed.append(graph.smiles)
+        return graph_targets(graph, PretrainOptions(max_steps=1))
+
+    path = write_csv(tmp_path / "mols.csv", nci_smiles(80))
+    s = stream(path, graph_targets=counted, **({} if budget is None else {"target_cache_bytes": budget}))
+    batches = list(itertools.islice(s.batches(s.start()), 18))  # 2 blocks x 3 batches x 3 passes
+    assert [p.corpus_pass for p, _ in batches] == [0] * 6 + [1] * 6 + [2] * 6
+    for _, batch in batches:
+        for smiles, row in zip(batch.smiles, batch.y):
+            assert torch.equal(row, torch.from_numpy(motif_counts(smiles)))
+    assert len(computed) == 80 + 2 * 40 * (2 - blocks_kept)
+    assert len(set(computed)) == 80
+
+
 def test_passes_shuffle_differently(tmp_path):
     path = write_csv(tmp_path / "mols.csv", nci_smiles(80))
     s = stream(path)
