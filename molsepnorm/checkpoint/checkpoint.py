@@ -128,17 +128,20 @@ class DataProvenance:
     data_root: Optional[str] = None  # the data root of the training run
 
     @property
-    def identity(self) -> Optional[str]:
-        """Which data: a file by where it was read (its recorded absolute path, whatever name
-        training was given), a named data set (or a file of an older checkpoint) by its name."""
+    def recorded_file(self) -> Optional[str]:
+        """Where training read its file (the absolute path recorded), or None: a named data set,
+        or a file of an older checkpoint, which recorded a relative path."""
         is_file = self.dataset is not None and file_format(self.dataset) is not None
         if is_file and self.source is not None and os.path.isabs(self.source):
             return self.source
-        return self.dataset
+        return None
 
     def same_data(self, other: DataProvenance) -> bool:
-        """Whether ``other`` read the same data (:attr:`identity`) with the same loading options."""
-        return self.identity == other.identity and dict(self.options) == dict(other.options)
+        """Whether ``other`` read the same data with the same loading options: two files by
+        where they were read (whatever names training was given), else by name."""
+        mine, theirs = self.recorded_file, other.recorded_file
+        same = mine == theirs if mine is not None and theirs is not None else self.dataset == other.dataset
+        return same and dict(self.options) == dict(other.options)
 
 
 @dataclass

@@ -8,11 +8,15 @@ featurized when it is reached (in this process, or by worker processes one block
 batches (size-bucketed or random) with a seed drawn from ``(seed, pass, block)``, and the
 batches are yielded in that order.  At the end of the corpus the next pass begins.
 
-Memory holds one block of graphs (two with workers), never the corpus's.  The blocks'
-graph-level targets (motif counts, descriptors: RDKit substructure searches that cost as
-much as featurizing) are kept from one pass to the next, up to
-:data:`TARGET_CACHE_BYTES`, so a corpus of that size (molhiv's 32,901 training molecules:
-11 MB of motif targets) computes them once, not every pass.  A :class:`Position`
+A corpus read more than once is featurized once when its graphs fit in
+:data:`GRAPH_CACHE_BYTES` (molhiv's 32,901 training molecules: about 260 MB): the first
+pass keeps them and the next passes train on them without reading the file again (a file
+changed during a run is not seen).  A larger corpus is read and featurized again every
+pass, and memory holds one block of graphs (two with workers), never the corpus: the
+blocks kept while the first pass had not yet outgrown the budget are let go.  The graph-level
+targets (motif counts, descriptors: RDKit substructure searches that cost as much as
+featurizing) are kept the same way, all or none, within :data:`TARGET_CACHE_BYTES`
+(molhiv's: 11 MB of motif counts), whether the graphs fit or not.  A :class:`Position`
 ``(pass, block, batches done)`` is all a resume needs: the records before the block are
 read again but not featurized, the block is featurized again and its first batches are
 skipped, so a resumed run sees the very same batches.
@@ -34,8 +38,10 @@ from molsepnorm.pretrain.corpus import Corpus
 from molsepnorm.train.batching import make_train_sampler
 
 
-#: Most bytes of graph-level targets kept across passes (blocks past it are computed again
-#: every pass, as before the cache).
+#: Most bytes of featurized graphs kept across passes: all of a process's blocks or none
+#: (see the module docstring).
+GRAPH_CACHE_BYTES = 512 * 2**20
+#: Most bytes of graph-level targets kept across passes, all of a process's blocks or none.
 TARGET_CACHE_BYTES = 256 * 2**20
 
 
@@ -76,8 +82,10 @@ class CorpusStream:
             first pass only (and not again when a resume featurizes a block a second time).
         graph_targets: computes each molecule's graph-level pretext targets from its
             graph, (M,) float (such as :func:`~molsepnorm.chem.motifs.motif_counts` of its
-            SMILES); a block's are computed in this process when the block is reached and
-            batched as ``y`` (B, M).  None: batches carry no ``y``.
+            SMILES); a block's are computed in this process when the block is first reached
+            (kept for the next passes, see the module docstring) and batched as ``y`` (B, M).
+            None: batches carry no ``y``.
+        graph_cache_bytes: most bytes of graphs kept for the next passes (0: none kept).
         target_cache_bytes: most bytes of targets kept for the next passes (0: none kept).
     """
 
@@ -86,7 +94,7 @@ class CorpusStream:
                  world_size: int = 1, workers: int = 0, limit: Optional[int] = None, max_atoms: Optional[int] = None,
                  on_invalid: Optional[Callable[[Record, str], None]] = None,
                  graph_targets: Optional[Callable[[Any], np.ndarray]] = None,
-                 target_cache_bytes: int = TARGET_CACHE_BYTES) -> None:
+                 graph_cache_bytes: int = GRAPH_CACHE_BYTES, target_cache_bytes: int = TARGET_CACHE_BYTES) -> None:
         self.corpus = corpus
         self.vocab = vocab
         self.chunk_size = int(chunk_size)
@@ -101,8 +109,15 @@ class CorpusStream:
         self.max_atoms = max_atoms
         self.on_invalid = on_invalid or (lambda record, reason: None)
         self.graph_targets = graph_targets
+        self.graph_cache_bytes = int(graph_cache_bytes)
         self.target_cache_bytes = int(target_cache_bytes)
-        self._target_cache: dict[int, np.ndarray] = {}  # block -> its targets, as computed in an earlier pass
+        # block -> its graphs; None once they are more than graph_cache_bytes
+        self._graph_cache: Optional[dict[int, list[Any]]] = {} if self.graph_cache_bytes > 0 else None
+        self._graph_bytes = 0
+        self._all_cached = False  # a whole pass's blocks are in _graph_cache: later passes read no file
+        # block -> its targets, as computed in an earlier pass; None once they are more than target_cache_bytes
+        self._target_cache: Optional[dict[int, np.ndarray]] = {} if self.target_cache_bytes > 0 else None
+        self._target_bytes = 0
 
     def start(self) -> Position:
         """The position of a run that has not begun: pass 0, this process's first block."""
@@ -121,8 +136,12 @@ class CorpusStream:
             # invalid records are reported in the first pass only, and those of a block begun
             # before a resume have been already
             quiet = -1 if corpus_pass > 0 else (first if skip else None)
-            with contextlib.closing(self._blocks(first, quiet)) as blocks:
+            whole_pass = first == self.rank and skip == 0
+            source = self._cached_blocks(first) if self._all_cached else self._blocks(first, quiet)
+            with contextlib.closing(source) as blocks:
                 for block, graphs in blocks:
+                    if not self._all_cached:
+                        self._keep_graphs(block, graphs)
                     done = skip if block == first else 0
                     order = self._batches(graphs, corpus_pass, block)
                     targets = self._targets(block, graphs) if done < len(order) else None
@@ -132,7 +151,9 @@ class CorpusStream:
                         if targets is not None:
                             batch.y = torch.from_numpy(targets[order[k]])
                         yield Position(corpus_pass, block, k + 1), batch
-            if not found and first == self.rank and skip == 0:
+            if whole_pass and self._graph_cache is not None:  # every block of a pass was kept
+                self._all_cached = True
+            if not found and whole_pass:
                 raise MolsepnormError(
                     f"corpus {self.corpus.name}: a whole pass gave process {self.rank} of {self.world_size} no "
                     f"molecule to train on (is the corpus empty or all invalid? with several processes it needs "
@@ -157,17 +178,37 @@ class CorpusStream:
                 if graphs:
                     yield block, graphs
 
+    def _cached_blocks(self, first: int) -> Iterator[tuple[int, list[Any]]]:
+        """``(block number, its graphs)`` from block ``first`` on, one pass, as kept by the first."""
+        assert self._graph_cache is not None
+        for block in sorted(b for b in self._graph_cache if b >= first):
+            yield block, self._graph_cache[block]
+
+    def _keep_graphs(self, block: int, graphs: list[Any]) -> None:
+        """Keep a block's graphs for the next passes, or give up keeping any once they are too many."""
+        if self._graph_cache is None or block in self._graph_cache:
+            return
+        self._graph_bytes += sum(graph_bytes(g) for g in graphs)
+        if self._graph_bytes > self.graph_cache_bytes:
+            self._graph_cache = None  # the corpus does not fit: read every pass, holding one block
+            return
+        self._graph_cache[block] = graphs
+
     def _targets(self, block: int, graphs: list[Any]) -> Optional[np.ndarray]:
         """The graph-level targets of a block's molecules, (n, M) float32, or None; those of a
         block met in an earlier pass (the same records, hence the same graphs) are reused."""
         if self.graph_targets is None:
             return None
-        targets = self._target_cache.get(block)
-        if targets is not None and len(targets) == len(graphs):
-            return targets
+        cache = self._target_cache
+        if cache is not None and block in cache:
+            return cache[block]
         targets = np.stack([np.asarray(self.graph_targets(g), dtype=np.float32) for g in graphs])
-        if sum(t.nbytes for t in self._target_cache.values()) + targets.nbytes <= self.target_cache_bytes:
-            self._target_cache[block] = targets
+        if cache is not None:
+            self._target_bytes += targets.nbytes
+            if self._target_bytes > self.target_cache_bytes:
+                self._target_cache = None  # too many to keep: computed every pass
+            else:
+                cache[block] = targets
         return targets
 
     def _batches(self, graphs: list[Any], corpus_pass: int, block: int) -> list[list[int]]:
@@ -176,3 +217,9 @@ class CorpusStream:
         sizes = [int(g.num_nodes) for g in graphs]
         sampler = make_train_sampler(sizes, self.batch_size, self.batching, self.max_tokens, seed=seed)
         return [list(batch) for batch in sampler]
+
+
+def graph_bytes(graph: Any) -> int:
+    """About how many bytes a featurized molecule (a ``MolGraph``) holds: its arrays, its
+    SMILES and the objects around them."""
+    return sum(int(a.nbytes) + 112 for a in graph if isinstance(a, np.ndarray)) + len(graph.smiles) + 200

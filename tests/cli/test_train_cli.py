@@ -236,10 +236,14 @@ def test_evaluate_warns_when_an_ensembles_members_were_trained_on_different_data
     moved.save(tmp_path / "moved.pt")
     with pytest.warns(UserWarning, match="trained on different data"):
         evaluate_checkpoint([run / "best.pt", tmp_path / "moved.pt"], split="test")
+    older = Checkpoint.load(run / "last.pt")  # an older checkpoint recorded a relative source: compared by name
+    older.data = dataclasses.replace(older.data, source=Path(older.data.source).name)
+    older.save(tmp_path / "older.pt")
     with warnings.catch_warnings():  # the same data: no warning
         warnings.simplefilter("error", UserWarning)
         evaluate_checkpoint([run / "best.pt", run / "last.pt"], split="test")
         evaluate_checkpoint([run / "best.pt", tmp_path / "renamed.pt"], split="test")
+        evaluate_checkpoint([run / "best.pt", tmp_path / "older.pt"], split="test")
 
 
 def test_evaluate_refuses_missing_and_hostile_checkpoints(tmp_path):

@@ -84,14 +84,18 @@ def test_graph_targets_travel_with_their_molecules_and_survive_a_resume(tmp_path
     assert next(stream(path).batches(Position()))[1].y is None
 
 
-@pytest.mark.parametrize("budget, blocks_kept", [(None, 2), (40 * 85 * 4, 1), (0, 0)])
-def test_graph_targets_are_computed_once_per_molecule_while_they_fit_the_cache(tmp_path, budget, blocks_kept):
-    """Three passes over 80 molecules (two blocks of 40): the targets of a block kept in the
-    cache (the default budget: both; one block's bytes: the first; 0: none) are computed in
-    the first pass only, the others every pass, and every batch carries its molecules' own."""
-    from molsepnorm.chem.motifs import motif_counts
+@pytest.mark.parametrize("budget, blocks_kept", [(None, 2), ("one block", 0), (0, 0)])
+def test_graph_targets_are_computed_once_per_molecule_when_they_fit_the_cache(tmp_path, budget, blocks_kept):
+    """Three passes over 80 molecules (two blocks of 40): the targets of the whole corpus fit
+    the default budget and are computed in the first pass only; a budget of one block's
+    (the second outgrows it: none is kept) or 0 computes them every pass; every batch carries
+    its molecules' own."""
+    from molsepnorm.chem.motifs import motif_counts, motif_names
     from molsepnorm.pretrain.config import PretrainOptions
     from molsepnorm.pretrain.objectives import graph_targets
+
+    if budget == "one block":
+        budget = 40 * len(motif_names()) * 4  # float32 counts
 
     computed: list[str] = []
 
@@ -108,6 +112,54 @@ def test_graph_targets_are_computed_once_per_molecule_while_they_fit_the_cache(t
             assert torch.equal(row, torch.from_numpy(motif_counts(smiles)))
     assert len(computed) == 80 + 2 * 40 * (2 - blocks_kept)
     assert len(set(computed)) == 80
+
+
+def test_a_corpus_that_fits_is_featurized_once_and_streams_as_if_read_every_pass(tmp_path, monkeypatch):
+    """120 molecules in three blocks, three passes and a resume: with the graphs kept (the
+    default budget) the file is featurized in the first pass only, and every batch is the
+    one a stream that keeps nothing yields; over budget, every pass featurizes it again."""
+    from molsepnorm.pretrain import stream as stream_module
+
+    featurized: list[int] = []
+    real = stream_module.featurized_chunks
+
+    def counting(records, *args, **kwargs):
+        for chunk, items in real(records, *args, **kwargs):
+            featurized.append(len(chunk))
+            yield chunk, items
+
+    monkeypatch.setattr(stream_module, "featurized_chunks", counting)
+    path = write_csv(tmp_path / "mols.csv", nci_smiles(120))
+
+    def run(start=None, **kw):
+        featurized.clear()
+        s = stream(path, batching="bucket", **kw)
+        batches = list(itertools.islice(s.batches(start or s.start()), 40))
+        return batches, list(featurized)
+
+    def blocks(batches, passes=range(99)):  # the (pass, block)s the batches come from
+        return len({(p.corpus_pass, p.block) for p, _ in batches if p.corpus_pass in passes})
+
+    kept, reads = run()
+    assert kept[-1][0].corpus_pass >= 2 and reads == [40, 40, 40]
+    plain, plain_reads = run(graph_cache_bytes=0)
+    assert plain_reads == [40] * blocks(plain) and blocks(plain) > 6
+    from molsepnorm.predict.featurizing import featurize_records
+
+    records = list(open_corpus(CorpusConfig(corpus=str(path))).records())
+    total = sum(stream_module.graph_bytes(item.graph) for item in featurize_records(records, "ogb"))
+    assert 120 * 1000 < total < 120 * 20_000  # a drug-sized molecule: a few kB
+    small, small_reads = run(graph_cache_bytes=total // 2)  # the first block fits, the second does not
+    assert small_reads == plain_reads  # then none is kept
+    for batches in (plain, small):
+        for (p, x), (q, y) in zip(kept, batches):
+            assert p == q and x.smiles == y.smiles
+            assert torch.equal(x.x, y.x) and torch.equal(x.spd, y.spd) and torch.equal(x.edge_path, y.edge_path)
+    start = kept[4][0]  # inside pass 0: its blocks before this one are not kept, so pass 1 reads the file again
+    assert start.corpus_pass == 0 and start.batches > 0
+    resumed, resumed_reads = run(start)
+    assert resumed[-1][0].corpus_pass >= 2 and resumed_reads == [40] * blocks(resumed, passes=(0, 1))
+    assert [b.smiles for _, b in resumed[:35]] == [b.smiles for _, b in kept[5:]]
 
 
 def test_passes_shuffle_differently(tmp_path):
