@@ -11,7 +11,8 @@ Named corpora (:data:`CORPORA`):
 
 A file is read by :class:`molsepnorm.chem.readers.RecordReader` (``.smi``, ``.csv`` /
 ``.tsv`` with a SMILES column, ``.sdf``; any of them gzipped), one record at a time, so a
-corpus never has to fit in memory.  Every pass over the corpus opens it again.
+corpus never has to fit in memory.  Every pass over the corpus opens it again, unless the
+stream kept the first pass's graphs (:mod:`molsepnorm.pretrain.stream`: a small corpus).
 """
 from __future__ import annotations
 
