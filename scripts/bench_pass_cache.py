@@ -1,7 +1,7 @@
 """Pretraining time with a corpus's graphs and graph-level targets kept across passes (the
-default), against featurizing it and computing its targets every pass (``graph_cache_bytes=0,
-target_cache_bytes=0``: the stream before the caches), in one process, one after the other,
-on the same preset; and whether both runs end with the same weights.
+default), against featurizing it and computing its targets every pass (``corpus.cache_mb: 0``:
+the stream before the caches), in one process, one after the other, on the same preset; and
+whether both runs end with the same weights.
 
     python scripts/bench_pass_cache.py --config molsepnorm/models/molhiv-encoder.yaml \
         --steps 1200 --threads 2 --out docs/pretraining/pass-cache.json
@@ -14,7 +14,6 @@ runs the cached arm first (the first run of a process also pays for its imports)
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import platform
 import tempfile
@@ -26,21 +25,14 @@ import torch
 
 def run(config: str, steps: int, threads: int, seed: int, cache: bool, out: Path) -> dict:
     from molsepnorm.checkpoint import Checkpoint
-    from molsepnorm.pretrain import loop
     from molsepnorm.pretrain.api import load_pretrain_config, pretrain
-    from molsepnorm.pretrain.stream import CorpusStream
 
-    uncached = functools.partial(CorpusStream, graph_cache_bytes=0, target_cache_bytes=0)
-    loop.CorpusStream = CorpusStream if cache else uncached
-    try:
-        cfg = load_pretrain_config(config, {"pretrain.max_steps": steps, "pretrain.threads": threads,
-                                            "pretrain.seed": seed, "pretrain.progress": False,
-                                            "pretrain.log_every": 100})
-        start = time.perf_counter()
-        result = pretrain(cfg, out=out, console=False)
-        wall = time.perf_counter() - start
-    finally:
-        loop.CorpusStream = CorpusStream
+    cfg = load_pretrain_config(config, {"pretrain.max_steps": steps, "pretrain.threads": threads,
+                                        "pretrain.seed": seed, "pretrain.progress": False,
+                                        "pretrain.log_every": 100, **({} if cache else {"corpus.cache_mb": 0})})
+    start = time.perf_counter()
+    result = pretrain(cfg, out=out, console=False)
+    wall = time.perf_counter() - start
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return {"wall_seconds": round(wall, 1), "seconds": round(rows[-1]["seconds"], 1), "steps": result.steps,
             "passes": rows[-1].get("pass"), "molecules": rows[-1].get("molecules"), "final_loss": rows[-1].get("loss"),

@@ -188,6 +188,9 @@ class CorpusConfig:
     limit: Optional[int] = None  # read only the first N records (each pass)
     chunk_size: int = 4096  # records featurized together; batches are shuffled within a chunk
     max_atoms: int = 1000  # larger molecules are left out (logged and counted)
+    # MiB per process of featurized graphs kept from the first pass for the next ones, all or none
+    # (their graph-level targets: half as much); 0: read and featurize the corpus every pass
+    cache_mb: int = 512
 
     def validate(self) -> None:
         from molsepnorm.chem.featurize import VOCABS
@@ -198,6 +201,8 @@ class CorpusConfig:
             check_choice("corpus.vocab", self.vocab, VOCABS)
         for name in ("limit", "chunk_size", "max_atoms"):
             check_positive(f"corpus.{name}", getattr(self, name), allow_none=name == "limit")
+        if isinstance(self.cache_mb, bool) or not isinstance(self.cache_mb, int) or self.cache_mb < 0:
+            raise ConfigError(f"corpus.cache_mb must be a whole number of MiB >= 0, got {self.cache_mb!r}")
 
 
 @dataclass

@@ -161,7 +161,8 @@ class Pretrainer:
             self.corpus, self.config.vocab, cc.chunk_size, po.batch_size, po.batching, po.max_tokens, po.seed,
             self.model_config.multi_hop_max_dist, self.env.rank, self.env.world_size, po.num_workers, cc.limit,
             cc.max_atoms, on_invalid=self._invalid,
-            graph_targets=partial(graph_targets, options=po) if po.uses_motifs or po.uses_descriptors else None)
+            graph_targets=partial(graph_targets, options=po) if po.uses_motifs or po.uses_descriptors else None,
+            graph_cache_bytes=cc.cache_mb * 2**20, target_cache_bytes=cc.cache_mb * 2**19)
 
         params = [p for p in self.pretext.parameters() if p.requires_grad]
         self.optimizer = make_adamw(params, self.device, lr=po.lr, betas=tuple(po.adam_betas), eps=po.adam_eps,

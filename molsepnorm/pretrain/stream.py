@@ -39,9 +39,10 @@ from molsepnorm.train.batching import make_train_sampler
 
 
 #: Most bytes of featurized graphs kept across passes: all of a process's blocks or none
-#: (see the module docstring).
+#: (see the module docstring; pretraining sets it from ``corpus.cache_mb``).
 GRAPH_CACHE_BYTES = 512 * 2**20
-#: Most bytes of graph-level targets kept across passes, all of a process's blocks or none.
+#: Most bytes of graph-level targets kept across passes, all of a process's blocks or none
+#: (pretraining: half of ``corpus.cache_mb``).
 TARGET_CACHE_BYTES = 256 * 2**20
 
 

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from molsepnorm.checkpoint import Checkpoint, CheckpointError
 from molsepnorm.pretrain import PRETRAINED, load_pretrain_config, pretrain
 from molsepnorm.pretrain import resume as resume_pretraining
+from molsepnorm.pretrain.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -172,6 +173,33 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, mon
     for key, value in a.state_dict.items():
         assert torch.equal(value, b.state_dict[key]), key
     assert "resumed" in (tmp_path / "cut" / "train.log").read_text()
+
+
+def test_corpus_cache_mb_keeps_the_corpus_across_passes_or_reads_it_every_pass(tmp_path, monkeypatch):
+    """``corpus.cache_mb`` is the stream's budget (0: every pass featurizes the file again); a
+    run that keeps its corpus ends as one that reads it every pass, bit for bit."""
+    from molsepnorm.pretrain import loop
+
+    streams = []
+    real = loop.CorpusStream
+
+    def recorded(*args, **kwargs):
+        streams.append(real(*args, **kwargs))
+        return streams[-1]
+
+    monkeypatch.setattr(loop, "CorpusStream", recorded)
+    overrides = {"pretrain.max_steps": 30, "corpus.limit": 300, "corpus.chunk_size": 100}
+    kept = pretrain(config(**overrides), out=tmp_path / "kept", console=False)
+    pretrain(config(**overrides, **{"corpus.cache_mb": 0}), out=tmp_path / "read", console=False)
+    assert kept.history[-1]["pass"] >= 3  # the run crosses passes
+    assert streams[0].graph_cache_bytes == 512 * 2**20 and streams[0]._all_cached
+    assert streams[1].graph_cache_bytes == 0 and streams[1].target_cache_bytes == 0 and not streams[1]._all_cached
+    assert rows(tmp_path / "kept") == rows(tmp_path / "read")
+    a, b = Checkpoint.load(tmp_path / "kept" / "encoder.pt"), Checkpoint.load(tmp_path / "read" / "encoder.pt")
+    assert all(torch.equal(value, b.state_dict[key]) for key, value in a.state_dict.items())
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ConfigError, match="corpus.cache_mb must be a whole number"):
+            config(**{"corpus.cache_mb": bad})
 
 
 def _cli(args: list[str]) -> list[str]:
