@@ -179,6 +179,7 @@ def test_corpus_cache_mb_keeps_the_corpus_across_passes_or_reads_it_every_pass(t
     """``corpus.cache_mb`` is the stream's budget (0: every pass featurizes the file again); a
     run that keeps its corpus ends as one that reads it every pass, bit for bit."""
     from molsepnorm.pretrain import loop
+    from molsepnorm.pretrain.stream import GRAPH_CACHE_BYTES, TARGET_CACHE_BYTES
 
     streams = []
     real = loop.CorpusStream
@@ -192,7 +193,9 @@ def test_corpus_cache_mb_keeps_the_corpus_across_passes_or_reads_it_every_pass(t
     kept = pretrain(config(**overrides), out=tmp_path / "kept", console=False)
     pretrain(config(**overrides, **{"corpus.cache_mb": 0}), out=tmp_path / "read", console=False)
     assert kept.history[-1]["pass"] >= 3  # the run crosses passes
-    assert streams[0].graph_cache_bytes == 512 * 2**20 and streams[0]._all_cached
+    # the config's default budget is the stream's own default (two spellings of one default)
+    assert (streams[0].graph_cache_bytes, streams[0].target_cache_bytes) == (GRAPH_CACHE_BYTES, TARGET_CACHE_BYTES)
+    assert streams[0]._all_cached
     assert streams[1].graph_cache_bytes == 0 and streams[1].target_cache_bytes == 0 and not streams[1]._all_cached
     assert rows(tmp_path / "kept") == rows(tmp_path / "read")
     a, b = Checkpoint.load(tmp_path / "kept" / "encoder.pt"), Checkpoint.load(tmp_path / "read" / "encoder.pt")
