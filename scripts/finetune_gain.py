@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         if alone and len(alone) == len(maes):
             summary[tag]["graphormer_mae_mean"] = statistics.fmean(alone)
         print(f"{tag} {summary[tag]['mae_mean']:.3f} ± {summary[tag]['mae_std']:.3f}"
-              + (f" (the Graphormer alone {summary[tag]['graphormer_mae_mean']:.3f})" if alone else ""))
+              + (f" (the Graphormer alone {summary[tag]['graphormer_mae_mean']:.3f})"
+                 if "graphormer_mae_mean" in summary[tag] else ""))
     if len(summary) == 2:
         summary["ratio_init_over_scratch"] = summary["init"]["mae_mean"] / summary["scratch"]["mae_mean"]
         print(f"ratio {summary['ratio_init_over_scratch']:.3f}")

@@ -9,7 +9,7 @@ batches (size-bucketed or random) with a seed drawn from ``(seed, pass, block)``
 batches are yielded in that order.  At the end of the corpus the next pass begins.
 
 A corpus read more than once is featurized once when its graphs fit in
-:data:`GRAPH_CACHE_BYTES` (molhiv's 32,901 training molecules: about 260 MB): the first
+:data:`GRAPH_CACHE_BYTES` (molhiv's 32,901 training molecules: about 260 MiB): the first
 pass keeps them and the next passes train on them without reading the file again (a file
 changed during a run is not seen).  A larger corpus is read and featurized again every
 pass, and memory holds one block of graphs (two with workers), never the corpus: the
