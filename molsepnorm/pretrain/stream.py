@@ -19,7 +19,8 @@ featurizing) are kept the same way, all or none, within :data:`TARGET_CACHE_BYTE
 (molhiv's: 11 MB of motif counts), whether the graphs fit or not.  A :class:`Position`
 ``(pass, block, batches done)`` is all a resume needs: the records before the block are
 read again but not featurized, the block is featurized again and its first batches are
-skipped, so a resumed run sees the very same batches.
+skipped, so a resumed run sees the very same batches (and the next pass featurizes only
+the blocks that the resumed pass did not reach, the others being kept).
 """
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ class CorpusStream:
             # before a resume have been already
             quiet = -1 if corpus_pass > 0 else (first if skip else None)
             whole_pass = first == self.rank and skip == 0
-            source = self._cached_blocks(first) if self._all_cached else self._blocks(first, quiet)
+            source = self._cached_blocks(first) if self._all_cached else self._read_blocks(first, quiet)
             with contextlib.closing(source) as blocks:
                 for block, graphs in blocks:
                     if not self._all_cached:
@@ -161,12 +162,29 @@ class CorpusStream:
                     f"at least {self.world_size} chunks of {self.chunk_size} records: lower corpus.chunk_size)")
             corpus_pass, first, skip = corpus_pass + 1, self.rank, 0
 
-    def _blocks(self, first: int, quiet: Optional[int] = None) -> Iterator[tuple[int, list[Any]]]:
-        """``(block number, its graphs)`` of this process from block ``first`` on, one pass;
-        the invalid records of block ``quiet`` (-1: of every block) are not reported."""
+    def _read_blocks(self, first: int, quiet: Optional[int] = None) -> Iterator[tuple[int, list[Any]]]:
+        """Like :meth:`_blocks`, but a block kept in an earlier pass comes from memory, in its
+        place in the order (after a resume inside pass 0, pass 1 featurizes only the blocks
+        that pass 0 did not reach)."""
+        kept = self._graph_cache or {}
+        cached = sorted(b for b in kept if b >= first)
+        for block, graphs in self._blocks(first, quiet, skip=frozenset(cached)):
+            while cached and cached[0] < block:
+                b = cached.pop(0)
+                yield b, kept[b]
+            yield block, graphs
+        for b in cached:
+            yield b, kept[b]
+
+    def _blocks(self, first: int, quiet: Optional[int] = None,
+                skip: frozenset[int] = frozenset()) -> Iterator[tuple[int, list[Any]]]:
+        """``(block number, its graphs)`` of this process from block ``first`` on, one pass,
+        but for the blocks in ``skip`` (their records are read, not featurized); the invalid
+        records of block ``quiet`` (-1: of every block) are not reported."""
         C, W, r = self.chunk_size, self.world_size, self.rank
         mine = (rec for rec in self.corpus.records(self.limit)
-                if (rec.index - 1) // C >= first and ((rec.index - 1) // C) % W == r)
+                if (rec.index - 1) // C >= first and ((rec.index - 1) // C) % W == r
+                and (rec.index - 1) // C not in skip)
         with contextlib.closing(featurized_chunks(mine, self.vocab, C, self.workers, self.max_atoms)) as chunks:
             for records, featurized in chunks:
                 block = (records[0].index - 1) // C
