@@ -289,6 +289,8 @@ class Trainer:
         s, mc, tc = self.splits, self.model_config, self.tc
         log.info("data %s: %s, targets %s; train %d, val %d, test %d", s.name, self.task,
                  ", ".join(s.target_names), len(s.train), len(s.val), len(s.test))
+        if len(s.test) == 0:
+            log.warning("the test split is empty: the run reports no test metrics")
         log.info("model Graphormer norm=%s, %d layers, hidden %d, %d parameters, dropout %g; device %s%s", mc.norm,
                  mc.num_layers, mc.hidden_dim, n_params, mc.dropout, self.device,
                  f" x {self.env.world_size} processes" if self.env.is_distributed else "")
