@@ -36,6 +36,7 @@ _EXPORTS = {
     "resolve_model": "molsepnorm.checkpoint.bundled",
     "resolve_models": "molsepnorm.checkpoint.bundled",
     "checkpoint_data": "molsepnorm.checkpoint.data",
+    "default_split": "molsepnorm.checkpoint.data",
     "RunDir": "molsepnorm.checkpoint.run_dir",
 }
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, MutableMapping, Optional, Union
 
@@ -25,6 +26,60 @@ FILE_OPTIONS = ("smiles_column", "target_columns", "id_column", "task", "vocab",
 """``load_dataset`` options that say how a file is read (its columns, which rows are in it),
 not how it is split: a model's own file keeps its training run's, even where other options
 are given."""
+
+
+@dataclass(frozen=True)
+class _Located:
+    """The data set a command names, seen from a checkpoint (see :func:`_locate`)."""
+
+    dataset: str  # the name or path to read (the model's own when none is named)
+    trained_on_file: bool  # training read a file (CSV / SDF / .smi), not a named data set
+    recorded: Optional[Path]  # where training read its file (absolute), None when unknown
+    same: bool  # the data set named is the one the model was trained on
+
+
+def _locate(checkpoint: Checkpoint, dataset: Optional[str]) -> _Located:
+    """Whether ``dataset`` (None: the model's own) is the data the model was trained on: a
+    named data set by its name, a file by where it is (the one training read, whatever the
+    name it is given by), or by its name where training recorded no absolute path.
+
+    Raises:
+        MolsepnormError: no data set named and the checkpoint names none.
+    """
+    from molsepnorm.data.registry import looks_like_table
+
+    trained_on = checkpoint.data
+    named = dataset is not None
+    if dataset is None:
+        dataset = trained_on.dataset
+        if dataset is None:
+            raise MolsepnormError(f"{checkpoint.name}: the checkpoint names no data set; give --dataset")
+    dataset = str(dataset)
+    trained_on_file = trained_on.dataset is not None and looks_like_table(str(trained_on.dataset))
+    # where training read its file (recorded absolute; a relative one, of older checkpoints, tells nothing)
+    recorded = Path(trained_on.source) if trained_on_file and trained_on.source else None
+    if recorded is not None and not recorded.is_absolute():
+        recorded = None
+    here = Path(dataset).expanduser()
+    if named and recorded is not None and recorded.is_file() and here.is_file() and looks_like_table(dataset):
+        same = here.samefile(recorded)  # a file is the model's own by where it is, not by its name
+    else:
+        same = dataset == trained_on.dataset
+    return _Located(dataset, trained_on_file, recorded, same)
+
+
+def default_split(checkpoint: Checkpoint, dataset: Optional[PathLike] = None,
+                  options: Optional[dict[str, Any]] = None) -> str:
+    """The part of ``dataset`` to score ``checkpoint`` on when none is asked for: ``all`` of a
+    file other than the one the model was trained on, unless ``options`` say how to split it
+    (an external set is scored whole); else ``test`` (the model's own data, a named
+    benchmark data set)."""
+    from molsepnorm.data.registry import looks_like_table
+
+    if dataset is None or "split" in (options or {}):
+        return "test"
+    where = _locate(checkpoint, str(dataset))
+    return "all" if not where.same and looks_like_table(where.dataset) else "test"
 
 
 def checkpoint_data(
@@ -62,23 +117,12 @@ def checkpoint_data(
         raise MolsepnormError(f"unknown split {split!r}; use one of {', '.join(PARTS)}")
     trained_on = checkpoint.data
     named = dataset is not None
-    if dataset is None:
-        dataset = trained_on.dataset
-        if dataset is None:
-            raise MolsepnormError(f"{checkpoint.name}: the checkpoint names no data set; give --dataset")
-    dataset = str(dataset)
-    trained_on_file = trained_on.dataset is not None and looks_like_table(str(trained_on.dataset))
-    # where training read its file (recorded absolute; a relative one, of older checkpoints, tells nothing)
-    recorded = Path(trained_on.source) if trained_on_file and trained_on.source else None
-    if recorded is not None and not recorded.is_absolute():
-        recorded = None
+    where = _locate(checkpoint, dataset)
+    dataset, recorded, same = where.dataset, where.recorded, where.same
     recorded_exists = recorded is not None and recorded.is_file()
     here = Path(dataset).expanduser()
     here_exists = here.is_file()
-    if named and recorded_exists and here_exists and looks_like_table(dataset):
-        same = here.samefile(recorded)  # a file is the model's own by where it is, not by its name
-    else:
-        same = dataset == trained_on.dataset
+    trained_on_file = where.trained_on_file
     own_file = same and trained_on_file  # the model's own CSV / SDF / .smi
     if own_file and recorded_exists:
         dataset = str(recorded)  # from any folder, and never a namesake in this one

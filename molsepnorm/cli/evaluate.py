@@ -14,7 +14,8 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
 @click.command("evaluate")
 @model_option(multiple=True, required=True, help_extra=" Several: an ensemble, scored on the mean of their "
                                                        "predictions, as predict averages them.")
-@part_option()
+@part_option(default=None, default_help="test; all of a --dataset file other than the model's own, unless --split-by "
+                                        "is given: an external set is scored whole")
 @dataset_options(required=False)
 @click.option("--batch-size", type=click.IntRange(min=1), default=library_default(_EVALUATE, "batch_size"),
               show_default=True, help="Molecules per batch.")
@@ -73,6 +74,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
         click.echo(text)
         _write_pictures(frame, report, predictions_path, plot_path)
         return
+    split = report["split"]
     click.echo(f"{report['checkpoint']} on {report['dataset']} {split} ({report['num_molecules']:,} molecules)")
     rows = {split: report["metrics"]}
     if len(report["members"]) > 1:  # an ensemble: each member's own figures below its mean's

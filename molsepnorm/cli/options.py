@@ -120,10 +120,11 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
     return lambda func: apply(options, func)
 
 
-def part_option(default: str = "test") -> Callable:
-    """``--split``: which part of the data set."""
-    return click.option("--split", type=PART, default=default, show_default=True,
-                        help="Which part of the data set: train, val, test or all.")
+def part_option(default: Optional[str] = "test", default_help: Optional[str] = None) -> Callable:
+    """``--split``: which part of the data set (``default_help``: what a default of None means)."""
+    return click.option("--split", type=PART, default=default, show_default=default_help is None,
+                        help="Which part of the data set: train, val, test or all"
+                             + (f" (default: {default_help})." if default_help else "."))
 
 
 def device_option(default: Optional[str] = None, training: bool = False) -> Callable:

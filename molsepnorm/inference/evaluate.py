@@ -22,7 +22,7 @@ VALUE_FORMAT = ".7g"
 def evaluate_checkpoint(
     model: Union[PathLike, Sequence[PathLike]],
     dataset: Optional[str] = None,
-    split: str = "test",
+    split: Optional[str] = None,
     data_root: Optional[PathLike] = None,
     options: Optional[dict[str, Any]] = None,
     batch_size: int = 128,
@@ -39,7 +39,10 @@ def evaluate_checkpoint(
             (probabilities for a binary task), as ``predict`` averages them.
         dataset: data set name or CSV (default: the one the (first) model was trained on,
             with the same loading options, hence the same split).
-        split: ``train``, ``val``, ``test``, or ``all`` (the three together).
+        split: ``train``, ``val``, ``test``, or ``all`` (the three together); None:
+            ``all`` of a file other than the model's own when ``options`` give it no split
+            method (an external set is scored whole), else ``test``
+            (:func:`~molsepnorm.checkpoint.data.default_split`).
         data_root: folder of the raw data sets.
         options: ``load_dataset`` options (default: the training run's, for its own data set).
         batch_size: molecules per batch.
@@ -65,7 +68,8 @@ def evaluate_checkpoint(
         MolsepnormError: ensemble members that predict different things (as ``predict``), or
             a pretrained encoder (no trained head: nothing to score).
     """
-    from molsepnorm.checkpoint import Checkpoint, check_ensemble, checkpoint_data, distinct_domains, resolve_models
+    from molsepnorm.checkpoint import (Checkpoint, check_ensemble, checkpoint_data, default_split, distinct_domains,
+                                       resolve_models)
     from molsepnorm.inference.device import resolve_device
     from molsepnorm.inference.metrics import compute_metrics, spread_ranks_errors
     from molsepnorm.inference.runner import Runner, check_predicts, run
@@ -82,6 +86,8 @@ def evaluate_checkpoint(
     if dataset is None and not all(c.data.same_data(checkpoint.data) for c in checkpoints[1:]):
         warnings.warn(f"the ensemble's members were trained on different data; scoring it on {checkpoint.name}'s "
                       f"({checkpoint.data.dataset}); give dataset= to choose", UserWarning, stacklevel=2)
+    if split is None:
+        split = default_split(checkpoint, dataset, options)
     data, splits = checkpoint_data(checkpoint, dataset, split, data_root, options)
     runners = [Runner.from_checkpoint(c, resolve_device(device)) for c in checkpoints]
     out = run(runners, data, batch_size=batch_size, progress=progress, description=f"scoring {split}")

@@ -273,11 +273,17 @@ def test_train_errors_are_one_clear_line(tmp_path):
     result = runner.invoke(train, ["--dataset", "nci-tpsa", "--monitor", "rocauc", "--out", str(tmp_path / "r4")])
     assert result.exit_code == 1 and "train.monitor 'rocauc' is not a regression metric" in result.output
     molecules = tmp_path / "molecules.smi"  # unlabelled: analyze reads it, training cannot
-    molecules.write_text("CCO ethanol\nc1ccccc1O phenol\nCCN ethylamine\n")
+    molecules.write_text("CCO ethanol\nc1ccccc1O phenol\nCCN ethylamine\nC1CC broken\n")  # said before its bad row
     result = runner.invoke(train, ["--dataset", str(molecules), "--out", str(tmp_path / "r5")])
     assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "'molecules.smi' is unlabelled (it has no targets)" in result.output
+    assert "'molecules.smi' SMILES file has no targets" in result.output
     assert "a .smi file holds SMILES and names only: give the targets in a CSV or SD file" in result.output
+    five = write_tpsa_csv(tmp_path / "five.csv", n=5)  # 80 / 10 / 10 % of 5 molecules: no validation molecule
+    result = runner.invoke(train, ["--config", str(TINY), "--dataset", str(five), "--init", "none", "--no-progress",
+                                   "--out", str(tmp_path / "r6")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{five}: the val split is empty (train 5, val 0, test 0 of 5 molecules" in result.output
+    assert "--split-by column:NAME" in result.output and not (tmp_path / "r6" / "last.pt").exists()
 
 
 def test_nproc_runs_torchrun_with_the_same_flags(monkeypatch):
@@ -350,7 +356,9 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
     for report in (score(), score("--dataset", str(csv))):  # its own file: by default, or named by its path
         assert report["num_molecules"] == split["sizes"]["test"] and report["dataset"] == "bad.csv"
         assert report["metrics"]["mae"] == pytest.approx(test_mae)
-    assert score("--dataset", "bad.csv")["num_molecules"] == 3  # the namesake, named: the user's file
+    assert score("--dataset", "bad.csv")["num_molecules"] == 30  # the namesake, named: the user's file, all of it
+    assert score("--dataset", "bad.csv", "--split", "test")["num_molecules"] == 3  # its test split when asked
+    assert score("--dataset", "bad.csv", "--split-by", "random")["num_molecules"] == 3  # or when split
     # a split option given: the file is still read as training read it (its bad row skipped)
     assert score("--split-by", "random")["metrics"]["mae"] == pytest.approx(test_mae)
     rows = csv.read_text().splitlines()  # a column added since training is not a target of the model
