@@ -126,6 +126,7 @@ class DataProvenance:
     source: Optional[str] = None  # where the raw data was read
     sizes: Mapping[str, int] = field(default_factory=dict)  # molecules per split
     data_root: Optional[str] = None  # the data root of the training run
+    sha256: Optional[str] = None  # a file's content as training read it (None: a named data set, older checkpoints)
 
     @property
     def recorded_file(self) -> Optional[str]:

@@ -164,8 +164,37 @@ def checkpoint_data(
     fraction = float((checkpoint.config.get("data") or {}).get("train_fraction", 1.0))
     if own_split and fraction < 1:
         splits = splits.with_train_fraction(fraction)  # the seeded subset training drew
+    if reuse:
+        _warn_if_changed(checkpoint, splits, own_split)
     if split == "all":
         from torch.utils.data import ConcatDataset
 
         return ConcatDataset([splits[part] for part in splits.parts("all")]), splits
     return splits[split], splits
+
+
+def _warn_if_changed(checkpoint: Checkpoint, splits: Any, own_split: bool) -> None:
+    """Warn when the data read as the model's own is not what training read: a file whose
+    content has changed since (its sha256, where the checkpoint recorded one), or, for the
+    run's own split, other split sizes.  Its split is then not the model's, and its
+    validation or test molecules may be ones the model was trained on."""
+    from molsepnorm.data.labelled import outside_package_stacklevel
+
+    trained_on = checkpoint.data
+    now = splits.info.get("sha256") if isinstance(splits.info, dict) else None
+    sizes = dict(splits.sizes)
+    reasons = []
+    if trained_on.sha256 and now and now != trained_on.sha256:
+        reasons.append(f"its content has changed since training (sha256 {trained_on.sha256[:12]}... then, "
+                       f"{now[:12]}... now)")
+    recorded = {part: int(trained_on.sizes[part]) for part in sizes if part in trained_on.sizes}
+    if own_split and recorded and any(recorded[part] != sizes[part] for part in recorded):
+        reasons.append("its split differs from training's (train / val / test "
+                       + " / ".join(str(recorded.get(part, "?")) for part in sizes) + " then, "
+                       + " / ".join(str(sizes[part]) for part in sizes) + " now)")
+    if reasons:
+        risk = ("its validation and test molecules may include molecules the model was trained on" if len(reasons) > 1
+                or not reasons[0].startswith("its content") else "where rows were added, removed or moved, its "
+                "split is not the model's, and where targets were edited, the scores are not those of training")
+        warnings.warn(f"{checkpoint.name}: {splits.source} is not the data it was trained on: {'; '.join(reasons)}: "
+                      f"{risk}", UserWarning, stacklevel=outside_package_stacklevel())

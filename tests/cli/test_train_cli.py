@@ -363,7 +363,15 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
     assert score("--split-by", "random")["metrics"]["mae"] == pytest.approx(test_mae)
     rows = csv.read_text().splitlines()  # a column added since training is not a target of the model
     csv.write_text("\n".join([rows[0] + ",logp", *(row + ",1.5" for row in rows[1:])]) + "\n")
-    assert score()["metrics"]["mae"] == pytest.approx(test_mae)
+    with pytest.warns(UserWarning, match=r"bad\.csv is not the data it was trained on: its content has changed since "
+                                         r"training \(sha256 .*rows were added, removed or moved"):
+        assert score()["metrics"]["mae"] == pytest.approx(test_mae)  # but its rows and targets are training's
+    added = csv.read_text().splitlines()  # rows added at the top: the seeded split is another one
+    csv.write_text("\n".join([added[0], *added[20:40], *added[1:]]) + "\n")
+    sizes = " / ".join(str(split["sizes"][part]) for part in ("train", "val", "test"))
+    with pytest.warns(UserWarning, match=rf"its split differs from training's \(train / val / test {sizes} then, .*"
+                                         r"may include molecules the model was trained on"):
+        assert score()["num_molecules"] != split["sizes"]["test"]
     csv.rename(tmp_path / "moved.csv")
     with pytest.warns(UserWarning, match=r"the file it was trained on, .*bad\.csv, no longer exists; reading "):
         assert score()["num_molecules"] == 3
