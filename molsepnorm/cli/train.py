@@ -214,7 +214,10 @@ def _print_summary(result: Any) -> None:
     where = f"; run directory {result.run_dir}" if result.run_dir is not None else ""
     click.echo(f"{best} of {result.epochs} ({result.steps} steps, stopped: {result.stopped}, "
                f"{result.seconds:.0f} s){where}")
-    if result.companion:
+    if result.best_epoch is None:
+        click.echo("no best.pt: no epoch gave a finite validation score (the warnings above say why); last.pt "
+                   "holds the last weights")
+    elif result.companion:
         scores, metric = result.companion["scores"], next(iter(result.val), None)
         weights, novel = result.companion["weights"], result.companion.get("weights_novel")
         kind = "group-contribution model" if result.companion["counts"] == "raw" else "fingerprint model"

@@ -291,6 +291,8 @@ class Trainer:
                  ", ".join(s.target_names), len(s.train), len(s.val), len(s.test))
         if len(s.test) == 0:
             log.warning("the test split is empty: the run reports no test metrics")
+        if self.task == "binary" and len(s.val):
+            self._warn_one_class_val()
         log.info("model Graphormer norm=%s, %d layers, hidden %d, %d parameters, dropout %g; device %s%s", mc.norm,
                  mc.num_layers, mc.hidden_dim, n_params, mc.dropout, self.device,
                  f" x {self.env.world_size} processes" if self.env.is_distributed else "")
@@ -311,6 +313,21 @@ class Trainer:
                         "cls_norm" if mc.cls_norm == "batch" and mc.norm == "sep" else "token_norm")
         if self.run_dir is not None:
             log.info("run directory %s", self.run_dir.path)
+
+    def _warn_one_class_val(self) -> None:
+        """ROC-AUC (and PR-AUC) of a target whose validation molecules are of one class is
+        undefined: say so before training, not after it as a missing ``best.pt``."""
+        y = targets(self.splits.val)
+        for t, name in enumerate(self.splits.target_names):
+            labels = y[:, t][np.isfinite(y[:, t])]
+            classes = np.unique(labels)
+            if len(classes) < 2:
+                held = f"all {int(classes[0])}" if len(classes) else "none labelled"
+                log.warning("the validation split holds one class of %s (%d molecules, %s): its validation "
+                            "metrics are undefined%s. Give a validation split with both classes (more molecules, "
+                            "another --split-seed or --split-by, a split column)", name, len(labels), held,
+                            ", and with one target no epoch can be chosen: the run would end without best.pt"
+                            if y.shape[1] == 1 else "")
 
     def _loader(self, batch_sampler: Sampler[list[int]], seed: int) -> DataLoader:
         # an own generator: creating the iterator must not draw from the global RNG
@@ -648,10 +665,11 @@ class Trainer:
         fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
             log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; validation %s: "
-                     "Graphormer %.4f, companion %.4f; best.pt blends them with weight %s on the companion",
+                     "Graphormer %.4f, companion %.4f; %s blend them with weight %s on the companion",
                      feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.metric,
                      fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
                      fit.scores["fingerprint"]["val"].get(self.metric, float("nan")),
+                     "best.pt's weights" if self._best_state is not None else "the last weights (no best.pt)",
                      format_weights(fit.weights, fit.weights_novel))
         return fit
 

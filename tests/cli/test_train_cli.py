@@ -398,3 +398,25 @@ def test_the_summary_names_the_companion_and_says_when_it_was_left_out(capsys, c
                                         **({"radius": 0, "properties": True} if weights == {"y": 1.0} else {})})
     _print_summary(result)
     assert expected in capsys.readouterr().out
+
+
+def test_a_validation_split_of_one_class_is_named_before_training_and_no_best_pt_is_claimed(tmp_path):
+    """ROC-AUC needs both classes: a binary run whose validation molecules are all negative
+    says so when it starts, and its summary does not speak of a best.pt it could not write."""
+    smiles = [line.split(",")[0] for line in write_tpsa_csv(tmp_path / "t.csv", n=24).read_text().splitlines()[1:]]
+    parts = ["train"] * 16 + ["val"] * 4 + ["test"] * 4
+    labels = [i % 2 for i in range(16)] + [0, 0, 0, 0] + [0, 1, 0, 1]
+    csv = tmp_path / "active.csv"
+    csv.write_text("smiles,active,split\n" + "".join(f"{s},{y},{p}\n" for s, y, p in zip(smiles, labels, parts)))
+    run = tmp_path / "run"
+    result = CliRunner().invoke(train, ["--config", str(TINY), "--dataset", str(csv), "--split-by", "column:split",
+                                        "--init", "none", "--epochs", "2", "--threads", "1", "--no-progress",
+                                        "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    log = (run / "train.log").read_text()
+    first_epoch = log.index("epoch 1 ")
+    warned = log.index("the validation split holds one class of active (4 molecules, all 0)")
+    assert warned < first_epoch and "the run would end without best.pt" in log
+    assert not (run / "best.pt").exists()
+    assert "no best.pt: no epoch gave a finite validation score" in result.output
+    assert "best.pt blends" not in result.output and "best.pt's weights blend" not in log
