@@ -9,6 +9,7 @@ the CLI can tell a format without loading RDKit or torch.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import PurePath
 from typing import Iterable, Optional, Sequence, Union
 
@@ -22,6 +23,12 @@ SUFFIXES: dict[str, str] = {
 """File suffix (lower case) -> format; a ``.gz`` after any of them is looked through."""
 ID_COLUMNS: tuple[str, ...] = ("id", "name")
 """A CSV / TSV's id column when none is named: the column named ``id``, else ``name`` (any case)."""
+SEPARATORS: dict[str, str] = {",": "a comma", ";": "a semicolon", "\t": "a tab"}
+"""Field separators a table may really have, and their names for messages."""
+ID_WORDS: tuple[str, ...] = ("id", "ids", "idx", "cid", "cas")
+"""A header whose last word is one of these names identifiers (``compound_id``, ``PubChem CID``)."""
+NUMBER_WORDS: tuple[str, ...] = ("index", "idx", "no", "number", "num", "#")
+"""A header that is one of these alone, or after an :data:`ID_WORDS` word (``ID_number``, ``cas_no``)."""
 
 
 def format_suffix(name: Union[str, os.PathLike]) -> str:
@@ -68,3 +75,28 @@ def default_id_column(header: Sequence[str], taken: Iterable[Optional[int]] = ()
             if name == wanted and i not in skip:
                 return i
     return None
+
+
+def looks_like_id_column(column: str) -> bool:
+    """Whether a column's name says it holds identifiers, not a property: split into words at
+    spaces, ``_``, ``-``, ``.`` and ``/`` (any case), its last word is one of :data:`ID_WORDS`
+    (``mol_id``, ``ChEMBL ID``, ``cid``), or it is one of :data:`NUMBER_WORDS` alone or after
+    such a word (``index``, ``ID_number``, ``cas_no``); or it ends in ``ID`` / ``Id`` after a
+    lower-case letter or digit (``CompoundID``).  Conservative: ``octane_number`` and
+    ``retention_index`` are properties."""
+    words = [w for w in re.split(r"[\s_\-./]+", str(column).strip().lower()) if w]
+    if not words:
+        return False
+    if words[-1] in ID_WORDS or re.search(r"[a-z0-9](ID|Id)$", str(column).strip()):
+        return True
+    return words[-1] in NUMBER_WORDS and (len(words) == 1 or words[-2] in ID_WORDS)
+
+
+def misread_separator(header: Sequence[str], sep: str) -> Optional[str]:
+    """The separator a table read with ``sep`` really has, as its header shows: when the header
+    is one column holding ``;``, a tab or a comma (not ``sep``), the one it holds most; else None."""
+    if len(header) != 1:
+        return None
+    counts = {s: str(header[0]).count(s) for s in SEPARATORS if s != sep}
+    found = max(counts, key=lambda s: counts[s])
+    return found if counts[found] else None

@@ -2,14 +2,17 @@
 
 Formats (``.gz`` allowed on any of them; ``-`` reads standard input):
 
-* ``smi``: ``SMILES [name]`` per line (ended by ``\\n``, ``\\r\\n`` or ``\\r``), no header;
-  blank lines are not records.  The name is the rest of the line (it may contain
-  spaces).  A CXSMILES extension ``SMILES |...|`` stays with the SMILES.
+* ``smi``: ``SMILES [name]`` per line (ended by ``\\n``, ``\\r\\n`` or ``\\r``); blank lines
+  are not records.  A first non-blank line whose first word is ``smiles`` (any case:
+  ``SMILES Name``) is a header, skipped (records keep their real line numbers).  The name
+  is the rest of the line (it may contain spaces).  A CXSMILES extension ``SMILES |...|``
+  stays with the SMILES.
 * ``csv`` / ``tsv``: a header line, then one record per line (quoted fields may span
   lines).  The SMILES column is ``smiles_column``, else the column named ``smiles``, else
   the first whose name contains "smiles" (any case); the id column is ``id_column``, else
   a column named ``id``, else ``name`` (:mod:`molsepnorm.formats`, as ``load_dataset``
-  reads a CSV).
+  reads a CSV).  A header that is one column holding ``;`` or a tab (``,`` for a TSV) is
+  refused: the file's separator is not the format's.
 * ``sdf``: records separated by ``$$$$`` lines (any of those line endings).  The id is
   the title line (RDKit's ``_Name``) or the data field named by ``id_column``.  Each
   record is parsed *unsanitized* (``MolFromMolBlock(sanitize=False, removeHs=False)``)
@@ -17,8 +20,9 @@ Formats (``.gz`` allowed on any of them; ``-`` reads standard input):
   reasons.  Blocks, fields and mol blocks are read by :mod:`molsepnorm.chem.sdf`, as
   labelled SDF data sets read them.
 
-Nothing is skipped but blank lines: a line that is not UTF-8, a CSV row too short to hold
-the SMILES, an SDF block RDKit cannot read, all become records carrying an ``error``.
+Nothing is skipped but blank lines (and a ``.smi`` header): a line that is not UTF-8, a CSV
+row too short to hold the SMILES, an SDF block RDKit cannot read, all become records
+carrying an ``error``.
 Windows line endings and a UTF-8 byte-order mark are accepted.  Only one record (one SDF
 block, one CSV row) is held in memory at a time.
 """
@@ -34,7 +38,16 @@ from typing import IO, Any, BinaryIO, Iterator, Optional, Union
 
 from molsepnorm.chem.sdf import SdfBlock, molblock_to_mol, sdf_blocks, sdf_data_fields, universal_lines
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.formats import FORMATS, SUFFIXES, default_id_column, default_smiles_column, file_format, format_suffix
+from molsepnorm.formats import (
+    FORMATS,
+    SEPARATORS,
+    SUFFIXES,
+    default_id_column,
+    default_smiles_column,
+    file_format,
+    format_suffix,
+    misread_separator,
+)
 
 STDIN = "-"
 
@@ -187,11 +200,15 @@ class RecordReader:
 
     # --- .smi ---------------------------------------------------------------------------
     def _smi_records(self) -> Iterator[Record]:
-        index = 0
+        index, first = 0, True
         for number, raw in enumerate(universal_lines(self._stream), start=1):
             text, error = _decode(raw, first=number == 1)
             if error is None and not text.strip():
                 continue
+            if first:
+                first = False
+                if error is None and is_smi_header(text):
+                    continue  # a header: only the first non-blank line may be one
             index += 1
             if error is not None:
                 yield Record(index, number, index, text.strip(), error=error)
@@ -211,6 +228,15 @@ class RecordReader:
         if header is None:
             raise InputFormatError(f"{self.source}: empty file: a {self.format.upper()} needs a header line")
         self._header = [cell.strip() for cell in header]
+        found = misread_separator(self._header, delimiter)
+        if found is not None:
+            raise InputFormatError(
+                f"{self.source}: the header line is one column {self._header[0]!r} holding "
+                f"{SEPARATORS[found]}: the fields look separated by {found!r}, not {delimiter!r}; "
+                + ("name the file .tsv (predict: or give --format tsv)" if found == "\t" else
+                   "name the file .csv (predict: or give --format csv)" if found == "," else
+                   "save the file comma-separated (.csv) or tab-separated (.tsv): there is no option for "
+                   f"{found!r}"))
         self._smiles_at = self._column(self.smiles_column, "smiles")
         self._id_at = self._column(self.id_column, "id")
 
@@ -222,8 +248,9 @@ class RecordReader:
                 return header.index(requested)
             if requested.lower() in lowered:
                 return lowered.index(requested.lower())
-            raise InputFormatError(f"{self.source}: no column {requested!r} for the {role}s; "
-                                   f"the header has {', '.join(map(repr, header))}")
+            what, option = ("SMILES", "--smiles-column") if role == "smiles" else ("ids", "--id-column")
+            raise InputFormatError(f"{self.source}: no column {requested!r} for the {what}; the header has "
+                                   f"{', '.join(map(repr, header))}: give {option} one of them")
         if role == "id":
             return default_id_column(header, taken=[self._smiles_at])
         found = default_smiles_column(header)
@@ -283,6 +310,12 @@ class RecordReader:
         if isinstance(mol, str):
             return Record(index, start, ident, "", error=mol)
         return Record(index, start, ident, "", mol=mol)
+
+
+def is_smi_header(text: str) -> bool:
+    """Whether a ``.smi`` line is a header: its first word is ``smiles``, in any case."""
+    words = text.split(maxsplit=1)
+    return bool(words) and words[0].lower() == "smiles"
 
 
 def split_smi_line(text: str) -> tuple[str, str]:

@@ -28,6 +28,7 @@ Nothing is dropped silently:
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -48,7 +49,16 @@ from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import DatasetSplits
 from molsepnorm.data.splits import DEFAULT_SIZES, column_split
 from molsepnorm.errors import DatasetFormatError
-from molsepnorm.formats import default_id_column, default_smiles_column, file_format, names_smiles
+from molsepnorm.formats import (
+    ID_COLUMNS,
+    SEPARATORS,
+    default_id_column,
+    default_smiles_column,
+    file_format,
+    looks_like_id_column,
+    misread_separator,
+    names_smiles,
+)
 
 
 
@@ -59,13 +69,32 @@ def read_table(path: Path, sep: Optional[str] = None) -> pd.DataFrame:
     """All cells of a CSV / TSV as strings, blank lines dropped; the index is the line - 2."""
     if sep is None:
         sep = "\t" if file_format(path) == "tsv" else ","
+    options = {"sep": sep, "dtype": str, "keep_default_na": False, "skip_blank_lines": False}
     try:
-        table = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, skip_blank_lines=False)
+        header = [str(c) for c in pd.read_csv(path, nrows=0, **options).columns]
+        _check_separator(path, header, sep)  # before the rows: ';' with decimal commas would not parse
+        table = pd.read_csv(path, **options)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as err:
         raise DatasetFormatError(f"{path}: cannot be read as a {'TSV' if sep == chr(9) else 'CSV'} table: {err}") \
             from err
     blank = (table == "").all(axis=1)
     return table[~blank]
+
+
+def _check_separator(path: Path, header: list[str], sep: str) -> None:
+    """Refuse a table whose one-column header shows another separator (a ';' CSV from Excel)."""
+    found = misread_separator(header, sep)
+    if found is None:
+        return
+    if found == "\t":
+        fix = "name the file .tsv (or .tab), or pass sep='\\t'"
+    elif found == ",":
+        fix = "name the file .csv, or pass sep=','"
+    else:
+        fix = (f"pass sep={found!r} to load_dataset / load_csv (in a training config: sep under data.options; the "
+               "command line has no separator option), or save the file comma-separated")
+    raise DatasetFormatError(f"{path}: the header line is one column {header[0]!r} holding {SEPARATORS[found]}: "
+                             f"the fields look separated by {found!r}, not {sep!r}; {fix}")
 
 
 def find_column(table: pd.DataFrame, name: str, role: str, source: str) -> str:
@@ -109,6 +138,41 @@ def _resolve_split(split: str, table: pd.DataFrame, source: str) -> tuple[str, O
         return "column", find_column(table, name, "split", source)
     raise DatasetFormatError(f"{source}: split={str(split)!r} is not 'random', 'scaffold', 'column:NAME' or the name "
                              f"of a column; the columns are: {', '.join(repr(c) for c in columns)}")
+
+
+def _check_named_targets(asked: Sequence[str], columns: Sequence[str], roles: dict[Optional[str], str],
+                         source: str) -> None:
+    """Refuse a target column named twice, or one that is the SMILES / split / id column.
+
+    ``asked[i]`` resolved to ``columns[i]``; ``roles`` maps a column (or None) to its role."""
+    seen: dict[str, str] = {}
+    for name, column in zip(asked, columns):
+        if column in roles:
+            raise DatasetFormatError(f"{source}: target column {name!r} is the {roles[column]} column ({column!r}), "
+                                     "not a target; leave it out of target_columns (--target-columns)")
+        if column in seen:
+            how = "twice" if seen[column] == name else f"twice (as {seen[column]!r} and {name!r})"
+            raise DatasetFormatError(f"{source}: target_columns names the column {column!r} {how}: it would be "
+                                     "two identical targets; name each target column once (--target-columns)")
+        seen[column] = name
+
+
+def _refuse_id_like_targets(table: pd.DataFrame, columns: Sequence[str], source: str) -> None:
+    """Refuse a default target column of identifiers: named like one (:func:`looks_like_id_column`;
+    not ``id`` / ``name``) and its present cells all unique, and all integers or all non-numbers."""
+    for column in columns:
+        if str(column).strip().lower() in ID_COLUMNS or not looks_like_id_column(column):
+            continue
+        cells = [str(c).strip() for c in table[column].tolist() if parse_target(str(c)) is not None]
+        if not cells or len(set(cells)) < len(cells):
+            continue
+        integers = all(re.fullmatch(r"[+-]?\d+", c) for c in cells)
+        if integers or all(math.isnan(parse_target(c)) for c in cells):  # type: ignore[arg-type]
+            kind = "integers" if integers else "non-numbers"
+            raise DatasetFormatError(
+                f"{source}: column {column!r} looks like an identifier (its name, and its values are all unique "
+                f"{kind}), yet with no target_columns it would be a target; name the targets with target_columns "
+                "(--target-columns), and give it as id_column (--id-column) to keep it as the molecule ids")
 
 
 # --------------------------------------------------------------------------- the loader
@@ -181,8 +245,10 @@ def load_csv(
             default the column named ``smiles``, else the first whose name contains
             "smiles" (any case), as ``predict`` and ``pretrain`` read a CSV.
         target_columns: target column(s); default every column but the SMILES, id and
-            split columns (and any other named like "smiles").  Empty / NaN / NA / None /
-            null cells are missing targets.
+            split columns (and any other named like "smiles"), refusing one of identifiers
+            (named like one, :func:`~molsepnorm.formats.looks_like_id_column`, with unique
+            integer or non-numeric values).  Named: each once, none the SMILES, split or id
+            column.  Empty / NaN / NA / None / null cells are missing targets.
             None at all (``[]``, or a file of SMILES alone): unlabelled molecules, a data
             set whose ``task`` is ``"unlabelled"`` (for ``analyze`` and ``prepare``; training
             refuses it).
@@ -197,7 +263,8 @@ def load_csv(
             target is 0 or 1, else regression.
         on_invalid: ``"error"`` or ``"skip"`` for rows whose SMILES do not parse.
         progress: show a progress bar while featurizing (None: only on a terminal).
-        sep: field separator (default from the file extension).
+        sep: field separator (default from the file extension); a header read as one
+            column holding ``;``, a tab or a comma is refused, naming the separator.
         id_column: a column of molecule ids (:attr:`DatasetSplits.ids`, named with each
             skipped row; an empty cell: None); default the column named ``id``, else
             ``name`` (any case), if there is one and it is not the SMILES, split or a named
@@ -205,8 +272,10 @@ def load_csv(
 
     Raises:
         DatasetNotFoundError: the file does not exist.
-        DatasetFormatError: a missing column, a non-numeric target, a bad split label,
-            invalid SMILES with ``on_invalid="error"``; each names the file and rows.
+        DatasetFormatError: another separator, a missing column, a target named twice or
+            in another role, a default target of identifiers, a non-numeric target, a bad
+            split label, invalid SMILES with ``on_invalid="error"``; each names the file and
+            rows.
     """
     file = data_file(path)
     table = read_table(file, sep)
@@ -233,7 +302,9 @@ def load_csv(
         id_col = None if found is None else header[found]
     if named_targets is None:  # every other column (other SMILES columns are not targets); none: unlabelled
         targets = [c for c in header if c not in (smiles_col, split_column, id_col) and not names_smiles(c)]
+        _refuse_id_like_targets(table, targets, label)
     else:
+        _check_named_targets(names, named_targets, {smiles_col: "SMILES", split_column: "split", id_col: "id"}, label)
         targets = named_targets
     lines = table.index.to_numpy(dtype=np.int64) + 2
     return load_table(table.reset_index(drop=True), name=file.name, source=file, content_sha256=file_sha256(file),

@@ -1,8 +1,8 @@
 """A ``.smi`` file of unlabelled molecules as a split :class:`DatasetSplits`.
 
-``SMILES [name]`` per line, no header, optionally gzipped: the format ``predict`` and
-``pretrain`` read, through the same reader (:class:`~molsepnorm.chem.readers.RecordReader`),
-so a line is numbered and named alike everywhere.  The molecules carry no targets: the data
+``SMILES [name]`` per line (a first line ``SMILES ...`` is a header, skipped), optionally
+gzipped: the format ``predict`` and ``pretrain`` read, through the same reader
+(:class:`~molsepnorm.chem.readers.RecordReader`), so a line is numbered and named alike everywhere.  The molecules carry no targets: the data
 set's ``task`` is ``"unlabelled"``, for what needs molecules only (``analyze`` of a model's
 embeddings on a user's own molecules, or of an encoder on the ``.smi`` corpus it was
 pretrained on).  Featurizing, caching, ``on_invalid`` and the random / scaffold split are
@@ -84,11 +84,11 @@ def load_smi(
             errors.append(record.error)
     if not lines:
         raise DatasetFormatError(f"{label}: no molecule: the file has no non-blank line")
-    if "smiles" in smiles[0].lower():  # no SMILES spells it: a table's header
+    if "smiles" in smiles[0].lower():  # no SMILES spells it: a table's header (a 'SMILES name' one is skipped)
         raise DatasetFormatError(
             f"{label}: line {lines[0]} is a header ({smiles[0]!r}), not a molecule: a {format_suffix(file)} file is "
-            "read as 'SMILES [name]' per line, with no header; a table with a header is a CSV or TSV: name it "
-            ".csv or .tsv (or delete the header line)")
+            "read as 'SMILES [name]' per line, with at most a 'SMILES name' header; a table with a header is a CSV "
+            "or TSV: name it .csv or .tsv (or delete the header line)")
 
     def molecules():
         for text, error in zip(smiles, errors):

@@ -200,3 +200,40 @@ def test_reader_reports_bytes_read(tmp_path: Path):
         assert reader.total_bytes == 4000
         assert len(list(reader)) == 1000
         assert reader.bytes_read == 4000
+
+
+def test_csv_missing_requested_column_is_named_with_its_role_and_option(tmp_path: Path):
+    path = tmp_path / "m.csv"
+    path.write_text("smiles,code\nCCO,a\n")
+    with pytest.raises(InputFormatError, match=r"m\.csv: no column 'smi' for the SMILES; the header has 'smiles', "
+                                               r"'code': give --smiles-column one of them"):
+        RecordReader(path, smiles_column="smi")
+    with pytest.raises(InputFormatError, match=r"no column 'nope' for the ids; .*: give --id-column one of them"):
+        RecordReader(path, id_column="nope")
+
+
+@pytest.mark.parametrize("name, text, sep, fix", [
+    ("excel.csv", "id;smiles;logp\na;CCO;-0,31\nb;CCC;1,5\n", "';'", "save the file comma-separated"),
+    ("tabs.csv", "\nsmiles\tname\nCCO\ta\n", r"'\t'", "name the file .tsv"),
+    ("commas.tsv", "smiles,name\nCCO,a\n", "','", "name the file .csv"),
+])
+def test_csv_with_another_separator_is_refused_with_the_fix(tmp_path: Path, name, text, sep, fix):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputFormatError) as info:
+        RecordReader(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: the header line is one column ") and f"separated by {sep}" in message
+    assert fix in message
+    with pytest.raises(InputFormatError, match="the header line is one column"):
+        RecordReader(path, smiles_column="smiles")  # before the column is looked for
+
+
+def test_smi_header_line_is_skipped_and_lines_keep_their_numbers(tmp_path: Path):
+    path = tmp_path / "m.smi"
+    path.write_text("\nSMILES Name\nCCO ethanol\n\nc1ccccc1\n")
+    assert [(r.index, r.line, r.id, r.smiles) for r in read(path)] == [(1, 3, "ethanol", "CCO"), (2, 5, 2, "c1ccccc1")]
+    path.write_bytes(b"\xef\xbb\xbfsmiles\r\nCCO\r\n")
+    assert [(r.index, r.line, r.smiles) for r in read(path)] == [(1, 2, "CCO")]
+    path.write_text("CCO a\nsmiles b\n")  # only the first line may be a header
+    assert [(r.line, r.smiles) for r in read(path)] == [(1, "CCO"), (2, "smiles")]

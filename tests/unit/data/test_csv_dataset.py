@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -248,3 +249,68 @@ def test_id_column_names_molecules_and_is_not_a_target(tmp_path: Path, nci) -> N
     assert [(s.row, s.id) for s in splits.skipped] == [(6, "NSC-4")]
     with pytest.raises(DatasetFormatError, match=r"no id column 'code'"):
         load_dataset(path, id_column="code", progress=False)
+
+
+def test_a_target_named_twice_is_refused(tmp_path: Path, nci) -> None:
+    path = write(tmp_path / "twice.csv", ["smiles", "logp", "tpsa"], [[s, 1.0, t] for s, t in nci[:10]])
+    with pytest.raises(DatasetFormatError, match=r"twice\.csv: target_columns names the column 'logp' twice: "
+                                                 r".*name each target column once"):
+        load_dataset(path, target_columns=["logp", "logp"], progress=False)
+    with pytest.raises(DatasetFormatError, match=r"the column 'tpsa' twice \(as 'tpsa' and 'TPSA'\)"):
+        load_dataset(path, target_columns=["tpsa", "logp", "TPSA"], progress=False)
+
+
+@pytest.mark.parametrize("options, role", [
+    ({"target_columns": "smiles"}, "SMILES"), ({"target_columns": ["tpsa", "SMILES"]}, "SMILES"),
+    ({"target_columns": ["fold"], "split": "fold"}, "split"),
+    ({"target_columns": ["tpsa", "code"], "id_column": "code"}, "id"),
+])
+def test_a_target_that_is_the_smiles_split_or_id_column_is_refused(tmp_path: Path, nci, options, role) -> None:
+    rows = [[f"c{i}", s, t, "train" if i < 8 else "test"] for i, (s, t) in enumerate(nci[:10])]
+    path = write(tmp_path / "roles.csv", ["code", "smiles", "tpsa", "fold"], rows)
+    with pytest.raises(DatasetFormatError, match=rf"roles\.csv: target column '\w+' is the {role} column "
+                                                 r"\('\w+'\), not a target; leave it out of target_columns"):
+        load_dataset(path, progress=False, **options)
+
+
+@pytest.mark.parametrize("column, values", [
+    ("compound_id", "integers"), ("mol_id", "integers"), ("ID_number", "integers"), ("cid", "integers"),
+    ("index", "integers"), ("CompoundID", "integers"), ("chembl_id", "words"), ("PubChem CID", "integers"),
+])
+def test_a_default_target_of_identifiers_is_refused(tmp_path: Path, nci, column, values) -> None:
+    ids = [str(100 + 7 * i) if values == "integers" else f"CHEMBL{i}" for i in range(10)]
+    ids[2] = ""  # a missing cell does not count
+    path = write(tmp_path / "ids.csv", ["smiles", column, "tpsa"], [[s, i, t] for (s, t), i in zip(nci, ids)])
+    with pytest.raises(DatasetFormatError, match=rf"ids\.csv: column '{column}' looks like an identifier .* all "
+                                                 r"unique (integers|non-numbers).* target_columns \(--target-columns\)"
+                                                 r".* id_column \(--id-column\)"):
+        load_dataset(path, progress=False)
+
+
+def test_columns_like_identifiers_load_when_named_or_not_identifiers(tmp_path: Path, nci) -> None:
+    rows = [[s, 100 + i, i % 3, 1200 + 10 * i, t] for i, (s, t) in enumerate(nci[:20])]
+    header = ["smiles", "compound_id", "batch_no", "retention_index", "tpsa"]
+    path = write(tmp_path / "named.csv", header, rows)
+    splits = load_dataset(path, target_columns=["tpsa"], id_column="compound_id", progress=False)
+    assert splits.target_names == ["tpsa"] and splits.ids == [str(100 + i) for i in range(20)]
+    assert load_dataset(path, target_columns=["compound_id", "tpsa"], progress=False).target_names == \
+        ["compound_id", "tpsa"]  # named: the user's choice
+    repeated = write(tmp_path / "repeated.csv", header, [[*r[:1], r[2], *r[2:]] for r in rows])  # mol ids repeat
+    assert load_dataset(repeated, progress=False).target_names == header[1:]  # not unique; a property's name
+
+
+@pytest.mark.parametrize("name, text, sep, fix", [
+    ("excel.csv", "smiles;logp\n{s};-0,31\n{s};1,5\n", ";", r"pass sep=';' to load_dataset"),
+    ("plain.csv", "a;smiles;y\nx;{s};1\ny;{s};2\n", ";", r"pass sep=';'"),
+    ("tabs.csv", "smiles\tlogp\n{s}\t1\n{s}\t2\n", "\t", r"name the file \.tsv \(or \.tab\), or pass sep='\\t'"),
+    ("commas.tsv", "smiles,logp\n{s},1\n{s},2\n", ",", r"name the file \.csv"),
+])
+def test_a_table_with_another_separator_is_named_with_the_fix(tmp_path: Path, name, text, sep, fix) -> None:
+    path = tmp_path / name
+    path.write_text(text.format(s="CCO"))
+    with pytest.raises(DatasetFormatError, match=rf"{name.replace('.', '[.]')}: the header line is one column .* "
+                                                 rf"the fields look separated by {re.escape(repr(sep))}.*; {fix}"):
+        load_dataset(path, progress=False)
+    if sep == ";":
+        assert load_dataset(path, sep=";", target_columns=[], progress=False, sizes=(1, 0, 0)).task == "unlabelled"
+
