@@ -169,9 +169,11 @@ class LabelledRows:
 
 def _featurize_rows(rows: LabelledRows, vocab: str, out: Path, what: str, progress: Optional[bool]) -> dict:
     """Featurize every record into ``out/data.pt``; return what the marker records."""
+    from rdkit import Chem
+
     from molsepnorm.chem import featurize_graph, parse_molecule
 
-    graphs, kept, scaffolds, invalid = [], [], [], []
+    graphs, kept, scaffolds, invalid, canonical = [], [], [], [], []
     featurized_smiles: list[str] = []
     bar = tqdm(total=len(rows), desc=f"featurizing {what}", unit="mol",
                disable=None if progress is None else not progress)
@@ -198,6 +200,7 @@ def _featurize_rows(rows: LabelledRows, vocab: str, out: Path, what: str, progre
             graphs.append(data)
             kept.append(i)
             scaffolds.append(murcko_scaffold(mol))
+            canonical.append(Chem.MolToSmiles(mol))
             featurized_smiles.append(data.smiles)
         bar.update(1)
     bar.close()
@@ -206,7 +209,7 @@ def _featurize_rows(rows: LabelledRows, vocab: str, out: Path, what: str, progre
                                  "records: did the file change while it was read?")
     if graphs:
         ProcessedGraphs.save(graphs, str(out / "data.pt"))
-    meta: dict[str, Any] = {"rows": kept, "scaffolds": scaffolds, "invalid": invalid}
+    meta: dict[str, Any] = {"rows": kept, "scaffolds": scaffolds, "invalid": invalid, "canonical": canonical}
     if rows.smiles is None:
         meta["smiles"] = featurized_smiles
     (out / "meta.json").write_text(json.dumps(meta))
@@ -321,6 +324,10 @@ def load_rows(
                              column=str(rows.split_column), source=label)
     else:
         raise ValueError(f"split must be 'random', 'scaffold' or 'column' (with split labels), got {split!r}")
+    # a cache built before canonical SMILES were kept: the SMILES as written
+    keys = ([meta["canonical"][g] for g in keep] if "canonical" in meta
+            else [str(smiles_all[i]).strip() for i in kept_rows])
+    duplicates = _duplicates(keys, parts, lambda pos: rows.place(int(kept_rows[pos])), label)
     graphs = ProcessedGraphs(cache / "data.pt")
     datasets = {s: graphs[torch.from_numpy(keep[idx])] for s, idx in parts.items()}
     return DatasetSplits(
@@ -330,4 +337,29 @@ def load_rows(
         split_indices={s: kept_rows[idx] for s, idx in parts.items()}, source=source, cache_dir=cache,
         skipped=skipped, smiles=list(smiles_all), ids=None if rows.ids is None else list(rows.ids),
         info={"split": split if split != "column" else f"column:{rows.split_column}", "seed": seed, "sizes": sizes,
-              "on_invalid": on_invalid, "built": read_marker(cache).get("built_at"), **(info or {})})
+              "on_invalid": on_invalid, "built": read_marker(cache).get("built_at"), "duplicates": duplicates,
+              **(info or {})})
+
+
+def _duplicates(keys: Sequence[str], parts: dict[str, np.ndarray], place: Callable[[int], str],
+                label: str) -> dict[str, int]:
+    """Count the molecules that appear more than once (``keys``: one canonical SMILES per
+    molecule kept; ``parts``: split -> positions in ``keys``), and warn when copies of one
+    lie in different splits: a test molecule also seen in training makes the test scores
+    look better than they are.  A scaffold split never does this (copies share a scaffold)."""
+    split_of = np.empty(len(keys), dtype=object)
+    for name, positions in parts.items():
+        split_of[positions] = name
+    groups: dict[str, list[int]] = {}
+    for position, key in enumerate(keys):
+        groups.setdefault(key, []).append(position)
+    repeated = [g for g in groups.values() if len(g) > 1]
+    across = [g for g in repeated if len({split_of[p] for p in g}) > 1]
+    if across:
+        shown = [", ".join(f"{place(p)} ({split_of[p]})" for p in g) for g in across]
+        warnings.warn(f"{label}: {len(repeated)} molecule(s) appear more than once ({sum(map(len, repeated))} "
+                      f"rows), {len(across)} of them in more than one split, so the model is validated or tested "
+                      "on molecules it trained on. Remove or merge the copies (average their targets), or split "
+                      f"by scaffold (--split-by scaffold):\n{listing(shown)}", UserWarning,
+                      stacklevel=outside_package_stacklevel())
+    return {"molecules": len(repeated), "rows": sum(map(len, repeated)), "across_splits": len(across)}

@@ -49,6 +49,23 @@ def load_splits(config: ExperimentConfig, env: ddp.DistEnv) -> Any:
     return splits if env.is_main else load()
 
 
+def _logging_warnings(load: Callable[[], Any]) -> Any:
+    """``load()``, whose warnings (rows left out, duplicates across splits) are also written to
+    ``train.log``, where the run's record belongs, and then issued as ever."""
+    import warnings
+
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            return load()
+    finally:  # a load that fails keeps the warnings it gave first
+        for w in caught:
+            if issubclass(w.category, UserWarning):
+                log.warning("%s", w.message, extra={"file_only": True})  # the terminal shows the warning itself
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def _refuse_unlabelled_file(dataset: Any) -> None:
     """A ``.smi`` file has no targets: say so before reading it (and listing its invalid rows)."""
     from molsepnorm.data.registry import is_smi
@@ -122,7 +139,7 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
             run_dir = RunDir(default_run_dir(config))
         ddp.on_main(env, lambda: run_dir.create())
         setup_logger(run_dir if env.is_main else None, env.is_main, console=console)
-        splits = load_splits(config, env)
+        splits = _logging_warnings(lambda: load_splits(config, env))
         trainer = Trainer(config, splits, run_dir=run_dir, env=env)
         if env.is_main:
             trainer.config.save_yaml(run_dir.config)  # resolved: model section completed by the data

@@ -339,6 +339,7 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
     split = json.loads((tmp_path / "run" / "split.json").read_text())
     assert sum(split["sizes"].values()) == 119 and split["info"]["on_invalid"] == "skip"
     assert len(split["info"]["skipped"]) == 1 and split["info"]["skipped"][0].startswith("row 10: 'C1CC': ")
+    assert "1 row(s) left out of the data set" in (tmp_path / "run" / "train.log").read_text()  # the run's record
     used = {i for part in split["indices"].values() for i in part}
     assert 8 not in used and used == set(range(120)) - {8}  # 0-based data row 8 is file row 10
 

@@ -314,3 +314,24 @@ def test_a_table_with_another_separator_is_named_with_the_fix(tmp_path: Path, na
     if sep == ";":
         assert load_dataset(path, sep=";", target_columns=[], progress=False, sizes=(1, 0, 0)).task == "unlabelled"
 
+
+def test_copies_of_a_molecule_in_two_splits_are_named(tmp_path: Path, nci) -> None:
+    """The same molecule twice (written another way the second time: canonical SMILES
+    compare) is counted, and a warning names the rows whose copies lie in different splits;
+    a scaffold split keeps copies together and says nothing."""
+    import warnings
+
+    benzene = ["c1ccccc1", "C1=CC=CC=C1"]  # one molecule, two spellings
+    labels = ["train"] * 30 + ["val"] * 5 + ["test"] * 5
+    rows = [[s, t, f] for (s, t), f in zip(nci, labels)]
+    rows[3][0], rows[37][0] = benzene  # file rows 5 (train) and 39 (test)
+    rows[10][0] = rows[11][0] = "CCO"  # both in train: counted, no warning of its own
+    path = write(tmp_path / "copies.csv", ["smiles", "tpsa", "fold"], rows)
+    with pytest.warns(UserWarning, match=r"copies\.csv: 2 molecule\(s\) appear more than once \(4 rows\), 1 of them "
+                                         r"in more than one split.*\n  row 5 \(train\), row 39 \(test\)$"):
+        column = load_dataset(path, split="column:fold", progress=False)
+    assert column.info["duplicates"] == {"molecules": 2, "rows": 4, "across_splits": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scaffold = load_dataset(path, split="scaffold", target_columns="tpsa", progress=False)
+    assert scaffold.info["duplicates"] == {"molecules": 2, "rows": 4, "across_splits": 0}
