@@ -195,11 +195,13 @@ def load_table(
     on_invalid: str = "error",
     progress: Optional[bool] = None,
     id_column: Optional[str] = None,
+    warn_duplicates: bool = True,
 ) -> DatasetSplits:
     """Featurize (cached), validate and split a table whose cells are strings.
 
     ``lines[i]`` is the file line of table row ``i``, used in every message.  Columns
-    must already be resolved to names of ``table``.  See :func:`load_csv` for the options.
+    must already be resolved to names of ``table``.  See :func:`load_csv` for the options;
+    ``warn_duplicates``: see :func:`~molsepnorm.data.labelled.load_rows`.
     """
     label = str(source)
     check_options(vocab, on_invalid)
@@ -217,7 +219,7 @@ def load_table(
                      key_parts={"sha256": content_sha256, "smiles_column": smiles_column,
                                 "target_columns": list(target_columns)},
                      split=kind, seed=seed, sizes=sizes, vocab=vocab, task=task, on_invalid=on_invalid,
-                     progress=progress,
+                     progress=progress, warn_duplicates=warn_duplicates,
                      info={"sha256": content_sha256, "split_indices": "0-based data rows of the file (blank lines "
                            "ignored)"})
 

@@ -260,6 +260,7 @@ def load_rows(
     on_invalid: str,
     progress: Optional[bool],
     info: Optional[dict[str, Any]] = None,
+    warn_duplicates: bool = True,
 ) -> DatasetSplits:
     """Featurize (cached), validate and split the records of one file.
 
@@ -273,6 +274,8 @@ def load_rows(
         seed, sizes: of the random and scaffold splits.
         vocab, task, on_invalid, progress: see :func:`~molsepnorm.data.csv_dataset.load_csv`.
         info: extra entries of :attr:`DatasetSplits.info`.
+        warn_duplicates: warn when copies of a molecule lie in different splits (False: a
+            named data set whose split is fixed, the count only in ``info["duplicates"]``).
     """
     label = str(source)
     check_options(vocab, on_invalid)
@@ -327,7 +330,7 @@ def load_rows(
     # a cache built before canonical SMILES were kept: the SMILES as written
     keys = ([meta["canonical"][g] for g in keep] if "canonical" in meta
             else [str(smiles_all[i]).strip() for i in kept_rows])
-    duplicates = _duplicates(keys, parts, lambda pos: rows.place(int(kept_rows[pos])), label)
+    duplicates = _duplicates(keys, parts, lambda pos: rows.place(int(kept_rows[pos])), label, warn_duplicates)
     graphs = ProcessedGraphs(cache / "data.pt")
     datasets = {s: graphs[torch.from_numpy(keep[idx])] for s, idx in parts.items()}
     return DatasetSplits(
@@ -342,7 +345,7 @@ def load_rows(
 
 
 def _duplicates(keys: Sequence[str], parts: dict[str, np.ndarray], place: Callable[[int], str],
-                label: str) -> dict[str, int]:
+                label: str, warn: bool = True) -> dict[str, int]:
     """Count the molecules that appear more than once (``keys``: one canonical SMILES per
     molecule kept; ``parts``: split -> positions in ``keys``), and warn when copies of one
     lie in different splits: a test molecule also seen in training makes the test scores
@@ -355,7 +358,7 @@ def _duplicates(keys: Sequence[str], parts: dict[str, np.ndarray], place: Callab
         groups.setdefault(key, []).append(position)
     repeated = [g for g in groups.values() if len(g) > 1]
     across = [g for g in repeated if len({split_of[p] for p in g}) > 1]
-    if across:
+    if across and warn:
         shown = [", ".join(f"{place(p)} ({split_of[p]})" for p in g) for g in across]
         warnings.warn(f"{label}: {len(repeated)} molecule(s) appear more than once ({sum(map(len, repeated))} "
                       f"rows), {len(across)} of them in more than one split, so the model is validated or tested "
