@@ -66,6 +66,18 @@ def _logging_warnings(load: Callable[[], Any]) -> Any:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def _with_vocabulary_hint(err: DatasetFormatError, config: ExperimentConfig, vocab_given: bool) -> Exception:
+    """``err``, told where the vocabulary that refused its molecules came from when the user did
+    not choose it: the ``--init`` encoder's (a ZINC-vocabulary encoder reads 9 elements only)."""
+    vocab = config.data.options.get("vocab")
+    if vocab_given or vocab != "zinc" or "is not in the zinc vocabulary" not in str(err):
+        return err
+    return DatasetFormatError(f"{err}\nThe zinc vocabulary is that of --init {config.train.init}, whose encoder reads "
+                              "only the ZINC benchmark's atom types; an encoder of the ogb vocabulary reads every "
+                              "element: --init auto (the default, which picks one for a file), --init molhiv-encoder, or "
+                              "--init none")
+
+
 def _refuse_unlabelled_file(dataset: Any) -> None:
     """A ``.smi`` file has no targets: say so before reading it (and listing its invalid rows)."""
     from molsepnorm.data.registry import is_smi
@@ -131,6 +143,7 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
                                           "train.freeze_encoder": freeze_encoder})
     config.validate()
     _refuse_unlabelled_file(config.data.dataset)
+    vocab_given = "vocab" in config.data.options
     config = with_init_vocabulary(config)
     env = ddp.setup(config.train.device)
     try:
@@ -139,7 +152,10 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
             run_dir = RunDir(default_run_dir(config))
         ddp.on_main(env, lambda: run_dir.create())
         setup_logger(run_dir if env.is_main else None, env.is_main, console=console)
-        splits = _logging_warnings(lambda: load_splits(config, env))
+        try:
+            splits = _logging_warnings(lambda: load_splits(config, env))
+        except DatasetFormatError as err:
+            raise _with_vocabulary_hint(err, config, vocab_given) from err
         trainer = Trainer(config, splits, run_dir=run_dir, env=env)
         if env.is_main:
             trainer.config.save_yaml(run_dir.config)  # resolved: model section completed by the data

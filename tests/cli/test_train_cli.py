@@ -278,6 +278,13 @@ def test_train_errors_are_one_clear_line(tmp_path):
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "'molecules.smi' SMILES file has no targets" in result.output
     assert "a .smi file holds SMILES and names only: give the targets in a CSV or SD file" in result.output
+    silicon = tmp_path / "silicon.csv"  # Si is not a ZINC atom type: the ZINC-vocabulary encoder cannot read it
+    silicon.write_text("smiles,y\n" + "".join(f"{s},{i}\n" for i, s in enumerate(["CCO", "C[Si](C)(C)C"] * 6)))
+    result = runner.invoke(train, ["--config", str(TINY), "--dataset", str(silicon), "--init", "moses-encoder-zinc",
+                                   "--no-progress", "--out", str(tmp_path / "r7")])
+    assert result.exit_code == 1 and "row 3: 'C[Si](C)(C)C': atom 1 (Si) is not in the zinc vocabulary" in result.output
+    assert "The zinc vocabulary is that of --init moses-encoder-zinc" in result.output
+    assert "--init molhiv-encoder" in result.output
     five = write_tpsa_csv(tmp_path / "five.csv", n=5)  # 80 / 10 / 10 % of 5 molecules: no validation molecule
     result = runner.invoke(train, ["--config", str(TINY), "--dataset", str(five), "--init", "none", "--no-progress",
                                    "--out", str(tmp_path / "r6")])
