@@ -282,6 +282,9 @@ def load_csv(
     file = data_file(path)
     table = read_table(file, sep)
     label = str(file)
+    if table.empty:
+        raise DatasetFormatError(f"{label}: no data rows: the file holds a header line only (or nothing but blank "
+                                 "lines after it)")
     header = [str(c) for c in table.columns]
     if smiles_column is not None:
         smiles_col = find_column(table, smiles_column, "SMILES", label)

@@ -335,3 +335,10 @@ def test_copies_of_a_molecule_in_two_splits_are_named(tmp_path: Path, nci) -> No
         warnings.simplefilter("error")
         scaffold = load_dataset(path, split="scaffold", target_columns="tpsa", progress=False)
     assert scaffold.info["duplicates"] == {"molecules": 2, "rows": 4, "across_splits": 0}
+
+
+def test_a_header_without_rows_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "header.csv"
+    path.write_text("smiles,tpsa\n\n")
+    with pytest.raises(DatasetFormatError, match=r"header\.csv: no data rows: the file holds a header line only"):
+        load_dataset(path, progress=False)
