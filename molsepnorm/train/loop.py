@@ -296,12 +296,16 @@ class Trainer:
         log.info("model Graphormer norm=%s, %d layers, hidden %d, %d parameters, dropout %g; device %s%s", mc.norm,
                  mc.num_layers, mc.hidden_dim, n_params, mc.dropout, self.device,
                  f" x {self.env.world_size} processes" if self.env.is_distributed else "")
-        log.info("training: %d epochs%s x %d steps (%d steps in all, %d warm-up), batch %d, lr %g, loss %s%s; %s",
-                 self.max_epochs, " (auto)" if tc.epochs == "auto" else "", self.steps_per_epoch, self.total_steps,
-                 self.warmup_steps, tc.batch_size, tc.lr, self.step.loss, f", {self.scaler!r}" if self.scaler else "",
-                 "no early stopping" if self.patience is None else
-                 f"early stopping after {self.patience} epochs without a better validation {self.monitor}"
-                 + (f", not before epoch {self.earliest_stop}" if self.earliest_stop else ""))
+        stopping = "no early stopping"
+        if self.patience is not None and max(self.patience, self.earliest_stop) >= self.max_epochs:
+            stopping = f"no early stopping within {_count(self.max_epochs, 'epoch')}"
+        elif self.patience is not None:
+            stopping = (f"early stopping after {_count(self.patience, 'epoch')} without a better validation "
+                        f"{self.monitor}" + (f", not before epoch {self.earliest_stop}" if self.earliest_stop else ""))
+        log.info("training: %s%s x %s (%s in all, %d warm-up), batch %d, lr %g, loss %s%s; %s",
+                 _count(self.max_epochs, "epoch"), " (auto)" if tc.epochs == "auto" else "",
+                 _count(self.steps_per_epoch, "step"), _count(self.total_steps, "step"), self.warmup_steps,
+                 tc.batch_size, tc.lr, self.step.loss, f", {self.scaler!r}" if self.scaler else "", stopping)
         by = f"validation {self.monitor}" + (" of the blend with the companion" if self.monitor_blend else "")
         log.info("best.pt: %s", f"the average of the {self.average_best} best epochs' weights by {by}" if self.top
                  else f"the best epoch's weights by {by}")
@@ -672,6 +676,11 @@ class Trainer:
                      "best.pt's weights" if self._best_state is not None else "the last weights (no best.pt)",
                      format_weights(fit.weights, fit.weights_novel))
         return fit
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 epoch``, ``3 epochs``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 class _SkipBatches(Sampler[list[int]]):
