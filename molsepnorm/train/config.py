@@ -493,7 +493,12 @@ def dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(values) - names
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(names)}")
+        import difflib
+
+        close = {key: difflib.get_close_matches(str(key), names, n=1) for key in sorted(unknown, key=str)}
+        meant = "; ".join(f"{key!r}: did you mean {match[0]!r}?" for key, match in close.items() if match)
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown, key=str)}" + (f" ({meant})" if meant else "")
+                          + f"; known: {sorted(names)}")
     for key in dataclasses.fields(cls):  # numbers and switches: a quoted value is an error, not text
         value = values.get(key.name, key.default)
         if value is None and ("Optional" in str(key.type) or "None" in str(key.type)):

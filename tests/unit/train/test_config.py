@@ -222,3 +222,11 @@ def test_classification_averages_its_best_epochs_unless_told():
     assert resolve_average_best("auto", "binary") == CLASSIFICATION_AVERAGE_BEST == 5
     assert resolve_average_best("auto", "regression") == 1
     assert resolve_average_best(1, "binary") == 1 and resolve_average_best(3, "regression") == 3
+
+
+def test_a_misspelt_key_is_named_with_the_key_meant():
+    with pytest.raises(ConfigError, match=r"train: unknown key\(s\) \['epoch'\] \('epoch': did you mean 'epochs'\?\); "
+                                          r"known: \["):
+        ExperimentConfig.from_dict({"train": {"epoch": 3}, "data": {"dataset": "d"}})
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['zzz'\]; known"):  # nothing close: no guess
+        ExperimentConfig.from_dict({"train": {"zzz": 3}, "data": {"dataset": "d"}})
