@@ -83,9 +83,9 @@ def _refuse_unlabelled_file(dataset: Any) -> None:
     from molsepnorm.data.registry import is_smi
 
     if dataset is not None and is_smi(str(dataset)):
-        raise MolsepnormError(f"{dataset}: a {Path(str(dataset)).name!r} SMILES file has no targets, and training "
-                              "fits targets: a .smi file holds SMILES and names only: give the targets in a CSV or "
-                              "SD file (a .smi file serves pretraining, prediction and analysis)")
+        raise MolsepnormError(f"{dataset} is a SMILES file, without targets, and training fits targets: a .smi file "
+                              "holds SMILES and names only: give the targets in a CSV or SD file (a .smi file serves "
+                              "pretraining, prediction and analysis)")
 
 
 def check_trainable(splits: Any) -> None:
@@ -155,7 +155,10 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         try:
             splits = _logging_warnings(lambda: load_splits(config, env))
         except DatasetFormatError as err:
-            raise _with_vocabulary_hint(err, config, vocab_given) from err
+            hinted = _with_vocabulary_hint(err, config, vocab_given)
+            if hinted is err:
+                raise
+            raise hinted from err
         trainer = Trainer(config, splits, run_dir=run_dir, env=env)
         if env.is_main:
             trainer.config.save_yaml(run_dir.config)  # resolved: model section completed by the data

@@ -280,8 +280,8 @@ class Trainer:
             stopped = "max_steps"
         result = self._finish(stopped, time.perf_counter() - start)
         if self.run_dir is not None:
-            log.info("finished (%s) after %d epochs, %d steps; best epoch %s", stopped, result.epochs,
-                     result.steps, result.best_epoch)
+            log.info("finished (%s) after %s, %s; best epoch %s", stopped, _count(result.epochs, "epoch"),
+                     _count(result.steps, "step"), result.best_epoch)
         return result
 
     def _log_start(self) -> None:
@@ -669,11 +669,11 @@ class Trainer:
         fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
             log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; validation %s: "
-                     "Graphormer %.4f, companion %.4f; %s blend them with weight %s on the companion",
+                     "Graphormer %.4f, companion %.4f; %s them with weight %s on the companion",
                      feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.metric,
                      fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
                      fit.scores["fingerprint"]["val"].get(self.metric, float("nan")),
-                     "best.pt's weights" if self._best_state is not None else "the last weights (no best.pt)",
+                     "best.pt blends" if self._best_state is not None else "the last weights (no best.pt) blend",
                      format_weights(fit.weights, fit.weights_novel))
         return fit
 

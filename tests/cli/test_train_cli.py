@@ -276,7 +276,7 @@ def test_train_errors_are_one_clear_line(tmp_path):
     molecules.write_text("CCO ethanol\nc1ccccc1O phenol\nCCN ethylamine\nC1CC broken\n")  # said before its bad row
     result = runner.invoke(train, ["--dataset", str(molecules), "--out", str(tmp_path / "r5")])
     assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "'molecules.smi' SMILES file has no targets" in result.output
+    assert "molecules.smi is a SMILES file, without targets, and training fits targets" in result.output
     assert "a .smi file holds SMILES and names only: give the targets in a CSV or SD file" in result.output
     silicon = tmp_path / "silicon.csv"  # Si is not a ZINC atom type: the ZINC-vocabulary encoder cannot read it
     silicon.write_text("smiles,y\n" + "".join(f"{s},{i}\n" for i, s in enumerate(["CCO", "C[Si](C)(C)C"] * 6)))
@@ -427,4 +427,5 @@ def test_a_validation_split_of_one_class_is_named_before_training_and_no_best_pt
     assert warned < first_epoch and "the run would end without best.pt" in log
     assert not (run / "best.pt").exists()
     assert "no best.pt: no epoch gave a finite validation score" in result.output
-    assert "best.pt blends" not in result.output and "best.pt's weights blend" not in log
+    assert "best.pt blends" not in result.output and "best.pt blends" not in log
+    assert "the last weights (no best.pt) blend them" in log
