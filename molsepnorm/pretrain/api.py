@@ -17,7 +17,7 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.pretrain.config import PretrainExperiment, load_pretrain_config
 from molsepnorm.pretrain.loop import PretrainResult
 from molsepnorm.train import distributed as ddp
-from molsepnorm.train.api import read_resumable, tidy_interrupted
+from molsepnorm.train.api import read_resumable, tidy_interrupted, where_recorded
 from molsepnorm.train.logs import LOGGER_NAME, close_logger, setup_logger
 
 PathLike = Union[str, os.PathLike]
@@ -78,6 +78,11 @@ def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[
         setup_logger(rd if env.is_main else None, env.is_main, console=console)
         checkpoint = Checkpoint.load(rd.last)
         config.model = {k: v for k, v in checkpoint.model_config.items() if k != "num_tasks"}
+        recorded = where_recorded(config.corpus.corpus, checkpoint)
+        if recorded is not None:
+            log.info("%s is not found from this folder: reading %s, where pretraining read it", config.corpus.corpus,
+                     recorded)
+            config.corpus.corpus = recorded
         trainer = Pretrainer(config, run_dir=rd, env=env)
         trainer.load_training_state(checkpoint)
         if env.is_main:

@@ -200,6 +200,11 @@ def resume(
         # without the model keys added since, which Checkpoint.load completes
         config.model = dict(checkpoint.model_config)
         config.train.init = None  # the weights come from last.pt (the init checkpoint may be gone)
+        recorded = where_recorded(config.data.dataset, checkpoint)
+        if recorded is not None:
+            log.info("%s is not found from this folder: reading %s, where training read it", config.data.dataset,
+                     recorded)
+            config.data.dataset = recorded
         splits = load_splits(config, env)
         _check_same_split(rd, splits)
         trainer = Trainer(config, splits, run_dir=rd, env=env)
@@ -244,6 +249,19 @@ def read_resumable(run_dir: PathLike, from_dict: Callable[..., Any], device: Opt
         options.progress = progress
     config.validate()
     return rd, config
+
+
+def where_recorded(given: Any, checkpoint: Any) -> Optional[str]:
+    """The file a resumed run should read when ``config.yaml`` names it by a path relative to
+    the folder the run began in, and that path does not lead to it from here: the absolute
+    path the checkpoint recorded, when it exists (None: read ``given`` as it is).  The
+    resumed run checks the split (training) or the records it reads, as ever."""
+    from molsepnorm.formats import file_format
+
+    if given is None or file_format(str(given)) is None or Path(str(given)).expanduser().exists():
+        return None
+    recorded = checkpoint.data.recorded_file
+    return recorded if recorded is not None and Path(recorded).is_file() else None
 
 
 def tidy_interrupted(rd: RunDir, position: int, key: str = "epoch") -> None:

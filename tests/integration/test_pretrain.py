@@ -175,6 +175,34 @@ def test_resume_after_an_interruption_matches_an_uninterrupted_run(tmp_path, mon
     assert "resumed" in (tmp_path / "cut" / "train.log").read_text()
 
 
+def test_a_file_corpus_named_relatively_resumes_from_another_folder(tmp_path, monkeypatch):
+    """config.yaml keeps ``corpus.smi`` as given; a resume from another folder reads it where
+    pretraining recorded it, to the same weights as an uninterrupted run."""
+    from rdkit import RDConfig
+
+    (tmp_path / "start").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    nci = Path(RDConfig.RDDataDir) / "NCI" / "first_200.props.sdf"
+    from rdkit import Chem
+
+    smiles = [Chem.MolToSmiles(m) for m in Chem.SDMolSupplier(str(nci)) if m is not None][:150]
+    (tmp_path / "start" / "corpus.smi").write_text("".join(f"{s} m{i}\n" for i, s in enumerate(smiles)))
+    monkeypatch.chdir(tmp_path / "start")
+    overrides = {"corpus.corpus": "corpus.smi", "corpus.limit": None, "corpus.chunk_size": 50,
+                 "pretrain.max_steps": 12, "pretrain.checkpoint_every_steps": 4}
+    pretrain(config(**overrides), out=tmp_path / "full", console=False)
+    real = _interrupt_at(monkeypatch, 7)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(**overrides), out=tmp_path / "cut", console=False)
+    monkeypatch.setattr(__import__("molsepnorm.pretrain.loop", fromlist=["x"]).PretrainStep, "__call__", real)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    resume_pretraining(tmp_path / "cut", console=False)
+    a, b = Checkpoint.load(tmp_path / "full" / "encoder.pt"), Checkpoint.load(tmp_path / "cut" / "encoder.pt")
+    assert all(torch.equal(value, b.state_dict[key]) for key, value in a.state_dict.items())
+    log = (tmp_path / "cut" / "train.log").read_text()
+    assert f"corpus.smi is not found from this folder: reading {tmp_path / 'start' / 'corpus.smi'}" in log
+
+
 def test_corpus_cache_mb_keeps_the_corpus_across_passes_or_reads_it_every_pass(tmp_path, monkeypatch):
     """``corpus.cache_mb`` is the stream's budget (0: every pass featurizes the file again); a
     run that keeps its corpus ends as one that reads it every pass, bit for bit."""

@@ -141,6 +141,33 @@ def test_resume_from_a_mid_epoch_checkpoint_in_process(tmp_path, interrupt_train
     assert rows(tmp_path / "cut") == rows(tmp_path / "full")
 
 
+def test_a_run_begun_with_a_relative_data_path_resumes_from_another_folder(tmp_path, interrupt_training,
+                                                                          write_tpsa_csv, monkeypatch):
+    """config.yaml keeps the file as it was given (``tpsa.csv``, relative to where the run
+    began); a resume from another folder reads it where training recorded it, and the run
+    ends as an uninterrupted one."""
+    from molsepnorm.train.api import resume, train
+    from molsepnorm.train.config import load_experiment_config
+
+    (tmp_path / "start").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    write_tpsa_csv(tmp_path / "start" / "tpsa.csv", n=120)
+    monkeypatch.chdir(tmp_path / "start")
+    config = lambda: load_experiment_config(TINY, {  # noqa: E731
+        "data.dataset": "tpsa.csv", "train.epochs": 2, "train.batch_size": 32, "train.seed": 3,
+        "train.checkpoint_every_steps": 2, "train.checkpoint_every_seconds": 0, "train.threads": 1,
+        "train.progress": False})
+    full = train(config(), out=tmp_path / "full", console=False)
+    with interrupt_training(3):
+        train(config(), out=tmp_path / "cut", console=False)
+    assert "dataset: tpsa.csv" in (tmp_path / "cut" / "config.yaml").read_text()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # no tpsa.csv here
+    resumed = resume(tmp_path / "cut", console=False)
+    assert resumed.test == full.test and rows(tmp_path / "cut") == rows(tmp_path / "full")
+    log = (tmp_path / "cut" / "train.log").read_text()
+    assert f"tpsa.csv is not found from this folder: reading {tmp_path / 'start' / 'tpsa.csv'}" in log
+
+
 def test_resume_keeps_the_best_epochs_that_average_best_will_average(tmp_path, interrupt_training, write_tpsa_csv):
     """Killed in epoch 2 (last.pt at step 9, after epoch 1 was ranked): last.pt carries epoch
     1's weights, and the resumed run averages the same epochs into the same best.pt."""
