@@ -71,11 +71,19 @@ def apply(options: Sequence[Callable[[Callable], Callable]], func: Callable) -> 
 
 
 def model_option(multiple: bool = False, required: bool = False, help_extra: str = "") -> Callable:
-    """``--model/-m CKPT|NAME``: a checkpoint file or a bundled model name."""
+    """``--model/-m CKPT|NAME``: a checkpoint file or a bundled model name; one only unless
+    ``multiple`` (given twice, it is refused: click would keep the last one silently)."""
     return click.option(
-        "--model", "-m", "models" if multiple else "model", multiple=multiple, required=required, default=None,
-        metavar="CKPT|NAME",
+        "--model", "-m", "models" if multiple else "model", multiple=True, required=required,
+        default=None, metavar="CKPT|NAME", callback=None if multiple else _one_model,
         help="A checkpoint file (best.pt / last.pt) or a bundled model name (see `molsepnorm models`)." + help_extra)
+
+
+def _one_model(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Optional[str]:
+    if len(values) > 1:
+        raise click.BadParameter(f"given {len(values)} times ({', '.join(values)}): this command reads one model "
+                                 f"(`molsepnorm {ctx.info_name}` does not average an ensemble)", ctx, param)
+    return values[0] if values else None
 
 
 def _split_alias(ctx: click.Context, param: click.Parameter, value: Optional[str]) -> Optional[str]:
