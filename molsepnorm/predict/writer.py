@@ -10,6 +10,8 @@ as it is predicted, and nothing but a few counters stays in memory.
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 import os
 import sys
@@ -48,6 +50,28 @@ def check_output_path(out: PathLike, source: PathLike) -> None:
         return
     if os.path.samefile(out_path, source):
         raise OutputPathError(f"--out {out} is the input file itself: refusing to overwrite the input")
+
+
+#: what ``predict`` writes, by the output's name (any other suffix is refused)
+PREDICTION_SUFFIXES = {".csv": (",", False), ".csv.gz": (",", True), ".tsv": ("\t", False),
+                       ".tsv.gz": ("\t", True), ".tab": ("\t", False), ".txt": (",", False)}
+
+
+def prediction_format(out: PathLike) -> tuple[str, bool]:
+    """``(delimiter, gzip)`` of a predictions file named ``out``: CSV, or TSV for ``.tsv`` /
+    ``.tab``, gzipped for ``.gz``; a name without a suffix (and ``-``) is CSV.
+
+    Raises:
+        OutputPathError: another suffix (``.parquet``, ``.xlsx``, ``.npz``, ...).
+    """
+    name = Path(str(out)).name.lower()
+    if str(out) == STDOUT or "." not in name.lstrip("."):
+        return ",", False
+    for suffix in sorted(PREDICTION_SUFFIXES, key=len, reverse=True):
+        if name.endswith(suffix):
+            return PREDICTION_SUFFIXES[suffix]
+    raise OutputPathError(f"--out {out}: predictions are written as CSV or TSV; name the file "
+                          f"{', '.join(PREDICTION_SUFFIXES)} (the same gzipped with .gz)")
 
 
 def format_value(x: float) -> str:
@@ -94,16 +118,22 @@ class PredictionWriter(_CommitOrAbort):
         self.ensemble = ensemble
         self.columns = ["id", "smiles", *value_columns(self.target_names, ensemble), "error", "warning"]
         self._file: Optional[AtomicFile] = None
+        self._gzip: Optional[IO[str]] = None
+        delimiter, compressed = prediction_format(self.out)
         if self.out == STDOUT:
             stream = stdout if stdout is not None else sys.stdout
+        elif compressed:
+            self._file = AtomicFile(self.out, "wb")
+            binary = gzip.GzipFile(fileobj=self._file.handle, mode="wb", mtime=0)
+            stream = self._gzip = io.TextIOWrapper(binary, encoding="utf-8", newline="")
         else:
             self._file = AtomicFile(self.out, "w", encoding="utf-8", newline="")
             stream = self._file.handle
         self._stream = stream
-        self._csv = csv.writer(stream, lineterminator="\n")
+        self._csv = csv.writer(stream, delimiter=delimiter, lineterminator="\n")
         # QUOTE_MINIMAL quotes "\n" (the line terminator) but not a lone "\r", which readers
         # (pandas, the csv module) take for a line break: rows holding one are fully quoted.
-        self._csv_quoted = csv.writer(stream, lineterminator="\n", quoting=csv.QUOTE_ALL)
+        self._csv_quoted = csv.writer(stream, delimiter=delimiter, lineterminator="\n", quoting=csv.QUOTE_ALL)
         self._csv.writerow(self.columns)
         self.rows = 0
 
@@ -126,6 +156,8 @@ class PredictionWriter(_CommitOrAbort):
 
     def commit(self) -> str:
         """Finish: rename the temporary file to the output; its path (``-`` for stdout)."""
+        if self._gzip is not None:
+            self._gzip.close()  # the gzip trailer; the file under it stays open for the commit
         if self._file is not None:
             return str(self._file.commit())
         self._stream.flush()
@@ -158,6 +190,8 @@ class EmbeddingWriter(_CommitOrAbort):
     def __init__(self, out: PathLike, dim: int, model: str) -> None:
         if str(out) == STDOUT:
             raise OutputPathError("embeddings are a binary .npz archive: give --out FILE, not '-'")
+        if Path(out).suffix.lower() != ".npz":
+            raise OutputPathError(f"--out {out}: embeddings are written as a NumPy .npz archive; name the file .npz")
         self.out = Path(out)
         self.dim = int(dim)
         self.model = model

@@ -62,6 +62,26 @@ def test_csv_appears_only_on_commit(tmp_path: Path):
     assert frame["warning"][4] == "not seen in training: element U; nearest training molecule Tanimoto 0.12 < 0.15"
 
 
+@pytest.mark.parametrize("name, sep", [("out.csv.gz", ","), ("out.tsv", "\t"), ("OUT.TSV.GZ", "\t"), ("plain", ",")])
+def test_the_output_name_chooses_csv_or_tsv_gzipped_or_not(tmp_path: Path, name: str, sep: str):
+    out = tmp_path / name
+    with PredictionWriter(out, ["tpsa"], ensemble=False) as writer:
+        writer.write(chunk(1, 3))
+    assert leftovers(tmp_path) == [name]
+    frame = pd.read_csv(out, sep=sep)  # pandas infers gzip from the name
+    assert list(frame.columns) == ["id", "smiles", "tpsa", "error", "warning"] and frame["id"].tolist() == [
+        "m1", "m2", "m3"]
+
+
+@pytest.mark.parametrize("name", ["out.parquet", "out.xlsx", "out.npz"])
+def test_an_output_name_of_another_format_is_refused_before_anything_is_written(tmp_path: Path, name: str):
+    with pytest.raises(OutputPathError, match=rf"--out .*{name}: predictions are written as CSV or TSV"):
+        PredictionWriter(tmp_path / name, ["tpsa"], ensemble=False)
+    with pytest.raises(OutputPathError, match=r"embeddings are written as a NumPy \.npz archive"):
+        EmbeddingWriter(tmp_path / "emb.csv", 4, "m")
+    assert leftovers(tmp_path) == []
+
+
 def test_csv_abort_on_exception_leaves_nothing(tmp_path: Path):
     out = tmp_path / "out.csv"
     out.write_text("previous result\n")
