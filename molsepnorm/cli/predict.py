@@ -120,7 +120,8 @@ def _finish(summary: Any, input_path: str) -> None:
 @model_option(multiple=True, help_extra=" Several: an ensemble (mean + <target>_std). Default: the default "
                                          "bundled model.")
 @click.option("--out", "-o", default=None,
-              help="Output CSV (default: <input stem>.predictions.csv beside the input; '-': stdout).")
+              help="Output CSV (default: <input stem>.predictions.csv beside the input; '-': stdout); a .tsv "
+                   "name writes tabs, a .gz one compresses.")
 @click.option("--preview", type=click.IntRange(min=0), default=20, show_default=True,
               help="Rows of the result printed on the terminal when writing a file (0: none).")
 @_input_options
