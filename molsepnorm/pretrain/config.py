@@ -28,6 +28,7 @@ from molsepnorm.train.config import (
     check_optimization,
     check_positive,
     dataclass_from,
+    plain_paths,
     read_yaml,
     validate_model_section,
 )
@@ -232,7 +233,8 @@ class PretrainExperiment:
         pretrain = dataclasses.asdict(self.pretrain)
         pretrain["adam_betas"] = [float(b) for b in self.pretrain.adam_betas]
         pretrain["augment"] = list(self.pretrain.augment)
-        return {"model": dict(self.model), "pretrain": pretrain, "corpus": dataclasses.asdict(self.corpus)}
+        return plain_paths({"model": dict(self.model), "pretrain": pretrain,
+                            "corpus": dataclasses.asdict(self.corpus)})
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], source: str = "configuration") -> "PretrainExperiment":

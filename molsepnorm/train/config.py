@@ -369,7 +369,7 @@ class ExperimentConfig:
         """A plain-data copy (YAML- and checkpoint-safe)."""
         train = dataclasses.asdict(self.train)
         train["adam_betas"] = [float(b) for b in self.train.adam_betas]
-        return {"model": dict(self.model), "train": train, "data": dataclasses.asdict(self.data)}
+        return plain_paths({"model": dict(self.model), "train": train, "data": dataclasses.asdict(self.data)})
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], source: str = "configuration") -> "ExperimentConfig":
@@ -466,6 +466,18 @@ def load_experiment_config(
     config = apply_overrides(config, overrides or {})
     config.validate()
     return config
+
+
+def plain_paths(value: Any) -> Any:
+    """``value`` with every ``os.PathLike`` inside it (a notebook's ``Path``) made a ``str``,
+    as YAML and checkpoints store it."""
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, dict):
+        return {k: plain_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain_paths(v) for v in value)
+    return value
 
 
 def apply_overrides(config: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:

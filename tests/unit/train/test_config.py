@@ -230,3 +230,18 @@ def test_a_misspelt_key_is_named_with_the_key_meant():
         ExperimentConfig.from_dict({"train": {"epoch": 3}, "data": {"dataset": "d"}})
     with pytest.raises(ConfigError, match=r"unknown key\(s\) \['zzz'\]; known"):  # nothing close: no guess
         ExperimentConfig.from_dict({"train": {"zzz": 3}, "data": {"dataset": "d"}})
+
+
+def test_a_path_given_in_python_is_stored_as_text(tmp_path):
+    """A notebook's pathlib.Path in a config (an override, an option) saves to YAML as a string."""
+    from pathlib import Path
+
+    from molsepnorm.pretrain.config import load_pretrain_config
+
+    config = apply_overrides(ExperimentConfig(), {"data.dataset": Path("data/x.csv"), "data.data_root": tmp_path,
+                                                   "data.smiles_column": "smiles"})
+    config.save_yaml(tmp_path / "config.yaml")
+    saved = load_experiment_config(tmp_path / "config.yaml")
+    assert saved.data.dataset == "data/x.csv" and saved.data.data_root == str(tmp_path)
+    pretraining = load_pretrain_config(None, {"corpus.corpus": Path("data/corpus.smi"), "pretrain.max_steps": 5})
+    assert pretraining.to_dict()["corpus"]["corpus"] == "data/corpus.smi"
