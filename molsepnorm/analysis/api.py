@@ -151,7 +151,7 @@ def analyze_embeddings(
 
 
 def analyze_checkpoints(
-    paths: Sequence[PathLike],
+    paths: Union[PathLike, Sequence[PathLike]],
     dataset: Optional[str] = None,
     split: str = "test",
     labels: Optional[Sequence[str]] = None,
@@ -165,8 +165,9 @@ def analyze_checkpoints(
     """Spectrum, effective rank and uniformity of the graph-token embeddings of checkpoints.
 
     Args:
-        paths: checkpoint files (``best.pt`` / ``last.pt``) or bundled model names; a
-            bundled ensemble is analyzed member by member (one label each).
+        paths: checkpoint files (``best.pt`` / ``last.pt``) or bundled model names (one
+            alone, or any iterable of them); a bundled ensemble is analyzed member by member
+            (one label each).
         dataset: data set name or file (CSV, SDF, or a ``.smi`` of unlabelled molecules;
             default: each model's training data set, with its split).
         split: ``train``, ``val``, ``test`` or ``all``.
@@ -184,6 +185,7 @@ def analyze_checkpoints(
     from molsepnorm.analysis.embeddings import checkpoint_embeddings
     from molsepnorm.checkpoint import resolve_models
 
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)  # one model, or a generator's
     if not paths:
         raise ValueError("give at least one checkpoint")
     if labels is not None and len(labels) != len(paths):

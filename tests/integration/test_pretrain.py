@@ -304,8 +304,9 @@ def test_file_corpora_and_invalid_molecules(tmp_path, monkeypatch):
         for options in (None, {"split": "scaffold"}):  # an option given keeps the corpus's columns and skipping
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                analysis = analyze_checkpoints([tmp_path / name / "encoder.pt"], split="all", progress=False,
-                                               options=options)
+                encoder = tmp_path / name / "encoder.pt"  # one model alone, or in a list
+                analysis = analyze_checkpoints(encoder if options is None else [encoder], split="all",
+                                               progress=False, options=options)
             (metrics,) = analysis.metrics.values()
             assert metrics["num_embeddings"] == molecules, (name, options)  # the bad row left out; no namesake
             assert analysis.info["dataset"] == (f"mols.{name}" if name != "sdf" else "first_200.props.sdf")
