@@ -401,6 +401,8 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
 
     if isinstance(molecules, pd.DataFrame):
         raise TypeError("pass one column of SMILES (e.g. df['smiles']), not a whole DataFrame")
+    if isinstance(molecules, (bytes, bytearray)):
+        raise TypeError("got bytes: pass the SMILES as a str (molecules.decode())")
     if isinstance(molecules, (str, Chem.Mol)):
         items: list[Any] = [molecules]
     elif isinstance(molecules, pd.Series):
@@ -426,7 +428,7 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
             if ids is None and item.HasProp("_Name") and item.GetProp("_Name").strip():
                 ident = item.GetProp("_Name").strip()
             records.append(Record(i + 1, i + 1, ident, "", mol=item))
-        elif item is None or (isinstance(item, float) and math.isnan(item)):
+        elif item is None or item is pd.NA or (isinstance(item, float) and math.isnan(item)):
             records.append(Record(i + 1, i + 1, ident, "", error="missing value: no molecule given"))
         else:
             raise TypeError(f"molecule {i + 1}: expected a SMILES string or an RDKit Mol, got {type(item).__name__}")

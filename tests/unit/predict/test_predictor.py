@@ -88,6 +88,14 @@ def test_inputs_series_mols_and_ids(bundled_predictor):
     with pytest.raises(TypeError, match="DataFrame"):
         bundled_predictor.predict(pd.DataFrame({"smiles": ["CCO"]}))
     assert len(bundled_predictor.predict([])) == 0
+    nullable = bundled_predictor.predict(pd.Series(["CCO", pd.NA], dtype="string"))  # pandas' own missing value
+    assert frame_errors(nullable) == [False, True] and "missing value" in nullable["error"][1]
+    with pytest.raises(TypeError, match=r"got bytes: pass the SMILES as a str"):
+        bundled_predictor.predict(b"CCO")
+
+
+def frame_errors(frame):
+    return frame["error"].notna().tolist()
 
 
 def test_strict_raises_at_the_first_bad_molecule(bundled_predictor):
