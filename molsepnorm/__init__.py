@@ -40,4 +40,8 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+# the subpackages, each imported on first use (``molsepnorm.train.train(...)`` after ``import molsepnorm``)
+_SUBPACKAGES = ("analysis", "checkpoint", "chem", "data", "encodings", "inference", "nn", "predict", "pretrain",
+                "train")
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), _SUBPACKAGES)

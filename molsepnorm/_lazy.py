@@ -9,15 +9,19 @@ import importlib
 from typing import Any, Callable
 
 
-def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any]
-                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``(__getattr__, __dir__)`` for ``package`` re-exporting ``{name: defining module}``.
+def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any],
+                 subpackages: tuple[str, ...] = ()) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__getattr__, __dir__)`` for ``package`` re-exporting ``{name: defining module}``,
+    and its ``subpackages`` imported on first use (``molsepnorm.train.add_companion`` after
+    ``import molsepnorm`` alone).
 
     A resolved name is cached in ``namespace`` (the package's ``globals()``), so each
     is imported once.
     """
 
     def __getattr__(name: str) -> Any:
+        if name in subpackages:
+            return importlib.import_module(f"{package}.{name}")  # importing binds it in the namespace
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -26,6 +30,6 @@ def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(exports))
+        return sorted(set(namespace) | set(exports) | set(subpackages))
 
     return __getattr__, __dir__
