@@ -61,8 +61,14 @@ def _locate(checkpoint: Checkpoint, dataset: Optional[str]) -> _Located:
     if recorded is not None and not recorded.is_absolute():
         recorded = None
     here = Path(dataset).expanduser()
-    if named and recorded is not None and recorded.is_file() and here.is_file() and looks_like_table(dataset):
+    recorded_exists = recorded is not None and recorded.is_file()
+    if named and recorded_exists and here.is_file() and looks_like_table(dataset):
         same = here.samefile(recorded)  # a file is the model's own by where it is, not by its name
+    elif named and not recorded_exists and trained_on_file and trained_on.sha256 and here.is_file() \
+            and looks_like_table(dataset):
+        from molsepnorm.data.cache import file_sha256
+
+        same = file_sha256(here) == trained_on.sha256  # the file has moved: the model's own by its content
     else:
         same = dataset == trained_on.dataset
     return _Located(dataset, trained_on_file, recorded, same)
@@ -124,6 +130,13 @@ def checkpoint_data(
     here_exists = here.is_file()
     trained_on_file = where.trained_on_file
     own_file = same and trained_on_file  # the model's own CSV / SDF / .smi
+    if own_file and not recorded_exists and not here_exists:
+        where = f"{recorded}, where training read it," if recorded is not None else f"{dataset}"
+        how = ("a file of the same content is read and split as training did" if trained_on.sha256 else
+               "this checkpoint does not record the file's content, so give the split too (--split test and "
+               "training's --split-by / --split-seed)")
+        raise MolsepnormError(f"{checkpoint.name}: the file it was trained on, {where} is gone; give it where it "
+                              f"is now with --dataset PATH (dataset= in Python): {how}")
     if own_file and recorded_exists:
         dataset = str(recorded)  # from any folder, and never a namesake in this one
     elif own_file and not named and recorded is not None and here_exists:

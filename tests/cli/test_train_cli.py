@@ -429,3 +429,26 @@ def test_a_validation_split_of_one_class_is_named_before_training_and_no_best_pt
     assert "no best.pt: no epoch gave a finite validation score" in result.output
     assert "best.pt blends" not in result.output and "best.pt blends" not in log
     assert "the last weights (no best.pt) blend them" in log
+
+
+def test_a_training_file_moved_since_is_found_by_its_content(tmp_path):
+    """The file training read is gone from where it was: evaluate names it and the fix; the
+    same file given from its new place is the model's own (its content), split as training did."""
+    csv = write_tpsa_csv(tmp_path / "tpsa.csv", n=60)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(train, ["--config", str(TINY), "--dataset", str(csv), "--init", "none", "--epochs",
+                                        "1", "--threads", "1", "--no-progress", "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    (tmp_path / "moved").mkdir()
+    csv.rename(tmp_path / "moved" / "renamed.csv")
+    gone = CliRunner().invoke(evaluate, ["-m", str(run / "best.pt"), "--json", "-"])
+    assert gone.exit_code == 1
+    assert f"the file it was trained on, {csv}, where training read it, is gone" in gone.output
+    assert "--dataset PATH" in gone.output and "a file of the same content is read and split as training did" \
+        in gone.output
+    found = CliRunner().invoke(evaluate, ["-m", str(run / "best.pt"), "--dataset",
+                                          str(tmp_path / "moved" / "renamed.csv"), "--json", "-"])
+    assert found.exit_code == 0, found.output
+    report, results = json.loads(found.stdout), json.loads((run / "results.json").read_text())
+    assert report["split"] == "test" and report["num_molecules"] == 6
+    assert report["metrics"]["mae"] == pytest.approx(results["test"]["mae"])
