@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 from molsepnorm.errors import MolsepnormError
 
@@ -159,8 +159,10 @@ def bundled_models() -> list[BundledModel]:
 
 def resolve_models(spec: Union[PathLike, Sequence[PathLike]]) -> list[Path]:
     """The checkpoint files meant by ``spec``: an existing file, else every file of a
-    bundled model (one, or an ensemble's members); for a list of such specs, all their
-    files in order (an ensemble of ensembles is one ensemble).
+    bundled model (one, or an ensemble's members; a member alone by its name, such as
+    ``hiv-activity-seed0``), else a run directory's ``best.pt`` (``encoder.pt`` for
+    pretraining); for a list of such specs, all their files in order (an ensemble of
+    ensembles is one ensemble).
 
     Raises:
         UnknownModelError: neither; the message lists the bundled models.
@@ -171,7 +173,12 @@ def resolve_models(spec: Union[PathLike, Sequence[PathLike]]) -> list[Path]:
     path = Path(spec)
     if path.is_file():
         return [path]
+    member = _bundled_member(str(spec))
+    if member is not None:
+        return [member]
     model = BUNDLED.get(str(spec))
+    if model is None and path.is_dir():
+        return [_run_directory_model(path)]
     if model is not None:
         missing = [p for p in model.paths + ([ensemble_metrics_path(model)] if model.is_ensemble else [])
                    if not p.is_file()]
@@ -188,6 +195,39 @@ def resolve_models(spec: Union[PathLike, Sequence[PathLike]]) -> list[Path]:
                             f"name (bundled: {names})")
 
 
+#: the model a run directory holds, in order of preference: a training run's, a pretraining run's
+RUN_DIRECTORY_MODELS = ("best.pt", "encoder.pt")
+
+
+def _run_directory_model(folder: Path) -> Path:
+    """The model of a run directory given where a checkpoint is meant: its ``best.pt`` (a
+    training run) or ``encoder.pt`` (pretraining).
+
+    Raises:
+        CheckpointError: it holds neither (``last.pt`` alone: the run has not finished).
+    """
+    for name in RUN_DIRECTORY_MODELS:
+        if (folder / name).is_file():
+            return folder / name
+    from molsepnorm.checkpoint.checkpoint import CheckpointError
+
+    unfinished = " (its last.pt is an unfinished run's: give it by name to use it)" if (folder / "last.pt").is_file() \
+        else ""
+    raise CheckpointError(f"{folder} is a folder holding no {' or '.join(RUN_DIRECTORY_MODELS)}{unfinished}; give a "
+                          "checkpoint file")
+
+
+def _bundled_member(name: str) -> Optional[Path]:
+    """One member of a bundled ensemble named by its file's stem (``hiv-activity-seed0``), as
+    ``molsepnorm models`` lists them; None for any other name."""
+    for model in BUNDLED.values():
+        if model.is_ensemble:
+            for path in model.paths:
+                if path.stem == name and path.is_file():
+                    return path
+    return None
+
+
 def resolve_model(spec: PathLike) -> Path:
     """The one checkpoint file meant by ``spec``: an existing file, else a bundled model's
     name, for whatever reads a single model.
@@ -201,8 +241,8 @@ def resolve_model(spec: PathLike) -> Path:
     if len(paths) > 1:
         members = ", ".join(str(p) for p in paths)
         raise UnknownModelError(f"{str(spec)!r} is an ensemble of {len(paths)} models, and this reads one model: "
-                                f"give one of its member files ({members}); predict and evaluate take the "
-                                f"ensemble by name")
+                                f"give one of its members by name ({', '.join(p.stem for p in paths)}) or file "
+                                f"({members}); predict and evaluate take the ensemble by name")
     return paths[0]
 
 

@@ -167,6 +167,16 @@ def test_registry_and_resolution(tmp_path: Path):
     assert both == [BUNDLED["tpsa-nci-small"].paths[0], local, *members]
     with pytest.raises(UnknownModelError, match="bundled: tpsa-nci-small, hiv-activity"):
         resolve_model("nope")
+    assert resolve_model(f"{DEFAULT_MODEL}-seed1") == members[1]  # a member alone, by the name of its file
+    run = tmp_path / "run"  # a run directory: its best.pt, or a pretraining run's encoder.pt
+    run.mkdir()
+    (run / "last.pt").write_bytes(b"x")
+    with pytest.raises(CheckpointError, match=r"run is a folder holding no best\.pt or encoder\.pt \(its last\.pt"):
+        resolve_model(run)
+    (run / "encoder.pt").write_bytes(b"x")
+    assert resolve_model(run) == run / "encoder.pt"
+    (run / "best.pt").write_bytes(b"x")
+    assert resolve_models(str(run)) == [run / "best.pt"]
     with pytest.raises(CheckpointError, match=r"checkpoint not found: .*nope\.pt.*bundled model"):
         resolve_model(tmp_path / "nope.pt")  # meant as a file: named as a missing file
     listing = model_listing(BUNDLED[DEFAULT_MODEL])  # the default: HIV activity, a probability
