@@ -76,7 +76,8 @@ def model_option(multiple: bool = False, required: bool = False, help_extra: str
     return click.option(
         "--model", "-m", "models" if multiple else "model", multiple=True, required=required,
         default=None, metavar="CKPT|NAME", callback=None if multiple else _one_model,
-        help="A checkpoint file (best.pt / last.pt) or a bundled model name (see `molsepnorm models`)." + help_extra)
+        help="A checkpoint file (best.pt / last.pt), a run directory (its best.pt) or a bundled model name (see "
+             "`molsepnorm models`)." + help_extra)
 
 
 def _one_model(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Optional[str]:
