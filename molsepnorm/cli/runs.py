@@ -23,10 +23,11 @@ def spawn(ctx: click.Context, nproc: int, module: str) -> int:
 
 
 def refuse_changes_on_resume(ctx: click.Context, flags: Mapping[str, Any],
-                             renames: Optional[Mapping[str, str]] = None) -> None:
+                             renames: Optional[Mapping[str, str]] = None, also: str = "") -> None:
     """Raise :class:`click.UsageError` naming every flag given on the command line besides
     :data:`RESUME_FLAGS`: a resumed run keeps its configuration.  ``renames`` maps a
-    parameter name to its flag where they differ (``{"config_path": "config"}`` is known)."""
+    parameter name to its flag where they differ (``{"config_path": "config"}`` is known);
+    ``also``: the command's own flags a resume takes, for the message."""
     given = [name for name, value in flags.items()
              if value is not None and name not in RESUME_FLAGS
              and ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
@@ -34,7 +35,7 @@ def refuse_changes_on_resume(ctx: click.Context, flags: Mapping[str, Any],
         spelled = {"config_path": "config", **(renames or {})}
         names = ", ".join("--" + spelled.get(n, n).replace("_", "-") for n in given)
         raise click.UsageError(f"--resume continues a run with its own config.yaml; {names} cannot be changed "
-                               "(only --device, --data-root and --progress may be given)")
+                               f"(only --device, --data-root{also} and --progress may be given)")
 
 
 def argv_from_context(ctx: click.Context, skip: tuple[str, ...] = ()) -> list[str]:

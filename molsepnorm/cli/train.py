@@ -71,7 +71,6 @@ _OVERRIDES = {
 }
 _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias", "id_column",
               "on_invalid")
-# what --resume accepts besides the run directory
 
 
 @click.command("train")
@@ -99,7 +98,8 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               help="Run directory to create (default: runs/<data set>-<norm>-seed<N>-<time>).")
 @device_option(training=True)
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
-              help="Continue the interrupted run in this directory from its last.pt.")
+              help="Continue the interrupted run in this directory from its last.pt (with --dataset: where its "
+                   "data file now is, checked to be the same content).")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Train on N local processes with DDP (runs torchrun; gloo on CPU, NCCL on GPUs).")
 @click.option("--batching", type=LibraryChoice("molsepnorm.train.config:BATCHINGS"), default=None,
@@ -198,8 +198,10 @@ def _train(flags: dict[str, Any]) -> Any:
 def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
     from molsepnorm.train.api import resume
 
-    refuse_changes_on_resume(ctx, flags, renames={"split_alias": "split"})
-    return resume(flags["resume"], device=flags["device"], data_root=flags["data_root"], progress=flags["progress"])
+    refuse_changes_on_resume(ctx, {k: v for k, v in flags.items() if k != "dataset"}, renames={"split_alias": "split"},
+                             also=", --dataset (the run's file, moved)")
+    return resume(flags["resume"], device=flags["device"], data_root=flags["data_root"], progress=flags["progress"],
+                  dataset=flags["dataset"])
 
 
 def _print_summary(result: Any) -> None:

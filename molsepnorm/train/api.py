@@ -178,12 +178,14 @@ def resume(
     data_root: Optional[PathLike] = None,
     progress: Optional[bool] = None,
     console: bool = True,
+    dataset: Optional[PathLike] = None,
 ) -> Any:
     """Continue an interrupted run from its ``last.pt``, exactly where it stopped.
 
     The run's own ``config.yaml`` is used; only the device, the data root (raw data may
-    have moved) and the progress bar may change.  The split must be the same molecules
-    as recorded in ``split.json``.
+    have moved), the progress bar and, for a run on a file, where that file now is
+    (``dataset``: the same content, checked against the sha256 the checkpoint recorded)
+    may change.  The split must be the same molecules as recorded in ``split.json``.
 
     Returns:
         The :class:`~molsepnorm.train.loop.FitResult` of the whole run.
@@ -200,7 +202,8 @@ def resume(
         # without the model keys added since, which Checkpoint.load completes
         config.model = dict(checkpoint.model_config)
         config.train.init = None  # the weights come from last.pt (the init checkpoint may be gone)
-        recorded = where_recorded(config.data.dataset, checkpoint)
+        recorded = where_recorded(config.data.dataset, checkpoint) if dataset is None else \
+            _moved_file(dataset, config, checkpoint)
         if recorded is not None:
             log.info("%s is not found from this folder: reading %s, where training read it", config.data.dataset,
                      recorded)
@@ -262,6 +265,33 @@ def where_recorded(given: Any, checkpoint: Any) -> Optional[str]:
         return None
     recorded = checkpoint.data.recorded_file
     return recorded if recorded is not None and Path(recorded).is_file() else None
+
+
+def _moved_file(dataset: PathLike, config: ExperimentConfig, checkpoint: Any) -> str:
+    """``dataset``, the file a resumed run should read instead of the one ``config.yaml``
+    names, checked to be the same content (the sha256 ``last.pt`` recorded).
+
+    Raises:
+        MolsepnormError: the run was not on a file, ``dataset`` is no file, or its content
+            is not the run's (or the checkpoint, an older one, recorded none to compare).
+    """
+    from molsepnorm.data.cache import file_sha256
+    from molsepnorm.formats import file_format
+
+    if file_format(str(config.data.dataset)) is None:
+        raise MolsepnormError(f"--dataset on resume gives where the run's file now is; this run trained on "
+                              f"{config.data.dataset!r}, a named data set (use --data-root for its folder)")
+    path = Path(dataset).expanduser()
+    if not path.is_file():
+        raise MolsepnormError(f"--dataset {dataset}: no such file")
+    recorded = checkpoint.data.sha256
+    if recorded is None:
+        raise MolsepnormError(f"--dataset {dataset}: this run's last.pt does not record its file's content, so a "
+                              f"moved file cannot be checked; put it back at {config.data.dataset}")
+    if file_sha256(path) != recorded:
+        raise MolsepnormError(f"--dataset {dataset} is not the file this run trained on ({config.data.dataset}): "
+                              "its content differs; resuming on other data would not continue the run")
+    return str(path.resolve())
 
 
 def tidy_interrupted(rd: RunDir, position: int, key: str = "epoch") -> None:

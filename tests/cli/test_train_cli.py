@@ -317,7 +317,8 @@ def test_resume_refuses_flags_that_would_change_the_run(tmp_path):
     result = CliRunner().invoke(train, ["--resume", str(tmp_path), "--lr", "0.1", "--split", "scaffold",
                                         "--device", "cpu"])
     assert result.exit_code == 2
-    assert "--lr, --split cannot be changed (only --device, --data-root and --progress may be given)" in result.output
+    assert "--lr, --split cannot be changed (only --device, --data-root, --dataset (the run's file, moved) and " \
+           "--progress may be given)" in result.output
     result = CliRunner().invoke(pretrain, ["--resume", str(tmp_path), "--config", "x.yaml", "--no-progress"])
     assert result.exit_code == 2 and "--config cannot be changed" in result.output
 

@@ -168,6 +168,32 @@ def test_a_run_begun_with_a_relative_data_path_resumes_from_another_folder(tmp_p
     assert f"tpsa.csv is not found from this folder: reading {tmp_path / 'start' / 'tpsa.csv'}" in log
 
 
+def test_a_run_whose_data_file_moved_resumes_when_told_where_it_is_and_only_on_the_same_content(
+        tmp_path, interrupt_training, write_tpsa_csv):
+    from molsepnorm.errors import MolsepnormError
+    from molsepnorm.train.api import resume, train
+    from molsepnorm.train.config import load_experiment_config
+
+    (tmp_path / "data").mkdir()
+    csv = write_tpsa_csv(tmp_path / "data" / "tpsa.csv", n=120)
+    config = lambda: load_experiment_config(TINY, {  # noqa: E731
+        "data.dataset": str(csv), "train.epochs": 2, "train.batch_size": 32, "train.seed": 3,
+        "train.checkpoint_every_steps": 2, "train.checkpoint_every_seconds": 0, "train.threads": 1,
+        "train.progress": False})
+    full = train(config(), out=tmp_path / "full", console=False)
+    with interrupt_training(3):
+        train(config(), out=tmp_path / "cut", console=False)
+    (tmp_path / "data").rename(tmp_path / "renamed")
+    moved = tmp_path / "renamed" / "tpsa.csv"
+    edited = tmp_path / "edited.csv"  # the same rows, one target changed
+    lines = moved.read_text().splitlines()
+    edited.write_text("\n".join([*lines[:5], lines[5].rsplit(",", 1)[0] + ",1.0", *lines[6:]]) + "\n")
+    with pytest.raises(MolsepnormError, match=r"edited\.csv is not the file this run trained on .*content differs"):
+        resume(tmp_path / "cut", console=False, dataset=edited)
+    resumed = resume(tmp_path / "cut", console=False, dataset=moved)
+    assert resumed.test == full.test and rows(tmp_path / "cut") == rows(tmp_path / "full")
+
+
 def test_resume_keeps_the_best_epochs_that_average_best_will_average(tmp_path, interrupt_training, write_tpsa_csv):
     """Killed in epoch 2 (last.pt at step 9, after epoch 1 was ranked): last.pt carries epoch
     1's weights, and the resumed run averages the same epochs into the same best.pt."""
