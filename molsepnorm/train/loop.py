@@ -643,9 +643,10 @@ class Trainer:
             trained.radius, trained.properties = companion.radius, companion.properties
         self._companion_fit, self.blend = fit, blend
         if self.run_dir is not None:
-            log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; best.pt and early "
+            log.info("%s companion (%s) fitted on %d training molecules in %.1f s; best.pt and early "
                      "stopping follow the validation %s of its blend with the Graphormer, weights chosen every "
-                     "epoch", feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.monitor)
+                     "epoch", _companion_kind(fit), feature_name(fit.radius, fit.properties), fit.molecules,
+                     fit.seconds, self.monitor)
 
     def _fit_companion(self) -> Optional[CompanionFit]:
         """Fit the model's fingerprint companion (if it has one) on the training split (unless
@@ -668,14 +669,21 @@ class Trainer:
                             self.tc.companion_weight, self.scaler, lambda: self.predict("val"), self.monitor)
         fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
-            log.info("fingerprint companion (%s) fitted on %d training molecules in %.1f s; validation %s: "
+            log.info("%s companion (%s) fitted on %d training molecules in %.1f s; validation %s: "
                      "Graphormer %.4f, companion %.4f; %s them with weight %s on the companion",
-                     feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds, self.metric,
+                     _companion_kind(fit), feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds,
+                     self.metric,
                      fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
                      fit.scores["fingerprint"]["val"].get(self.metric, float("nan")),
                      "best.pt blends" if self._best_state is not None else "the last weights (no best.pt) blend",
                      format_weights(fit.weights, fit.weights_novel))
         return fit
+
+
+def _companion_kind(fit: CompanionFit) -> str:
+    """What the log calls the companion: a linear model on raw atom-environment counts is a
+    group-contribution model (regression), one on log counts a fingerprint model."""
+    return "group-contribution" if fit.counts == "raw" else "fingerprint"
 
 
 def _count(n: int, noun: str) -> str:

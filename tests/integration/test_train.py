@@ -166,6 +166,7 @@ def test_a_regression_run_chooses_its_group_contribution_blend_on_validation(tmp
     assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
     assert f"best.pt blends them with weight {format_weights(companion['weights'], companion['weights_novel'])} on " \
            "the companion" in (run / "train.log").read_text()
+    assert "group-contribution companion (radius 0" in (run / "train.log").read_text()  # not "fingerprint"
 
 
 def test_add_companion_blends_a_model_trained_without_one(tmp_path, write_tpsa_csv):
