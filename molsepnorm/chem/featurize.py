@@ -146,22 +146,23 @@ def featurize_graph(mol_or_smiles: MolInput, vocab: str = "ogb", max_atoms: Opti
     return featurize_graph_and_mol(mol_or_smiles, vocab, max_atoms)[0]
 
 
-def featurize_graph_and_mol(mol_or_smiles: MolInput, vocab: str = "ogb",
-                            max_atoms: Optional[int] = None) -> tuple[MolGraph, Chem.Mol]:
+def featurize_graph_and_mol(mol_or_smiles: MolInput, vocab: str = "ogb", max_atoms: Optional[int] = None,
+                            sanitized: Optional[bool] = None) -> tuple[MolGraph, Chem.Mol]:
     """:func:`featurize_graph`'s sample and the sanitized Mol it was read from, for whoever
-    also needs the molecule (a fingerprint) without parsing the input a second time."""
-    mol, smiles, (x, edge_index, edge_attr) = _graph(mol_or_smiles, vocab, max_atoms)
+    also needs the molecule (a fingerprint) without parsing the input a second time;
+    ``sanitized``: see :func:`~molsepnorm.chem.parse.parse_molecule`."""
+    mol, smiles, (x, edge_index, edge_attr) = _graph(mol_or_smiles, vocab, max_atoms, sanitized)
     n = x.shape[0]
     distances = Chem.GetDistanceMatrix(mol) if vocab == "ogb" else None
     degree, spd, path_next = structural_encodings(edge_index, n, distances=distances)
     return MolGraph(x, edge_index, edge_attr, degree, spd, path_next, n, smiles), mol
 
 
-def _graph(mol_or_smiles: MolInput, vocab: str, max_atoms: Optional[int]
+def _graph(mol_or_smiles: MolInput, vocab: str, max_atoms: Optional[int], sanitized: Optional[bool] = None
            ) -> tuple[Chem.Mol, str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(sanitized Mol, the SMILES to show, (x, edge_index, edge_attr)) of one input."""
     _check_vocab(vocab)
-    mol = parse_molecule(mol_or_smiles)
+    mol = parse_molecule(mol_or_smiles, sanitized)
     if max_atoms is not None and mol.GetNumAtoms() > max_atoms:
         raise InvalidMoleculeError(
             mol_or_smiles.strip() if isinstance(mol_or_smiles, str) else describe_mol(mol),

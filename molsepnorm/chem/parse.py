@@ -24,7 +24,7 @@ import math
 import re
 import threading
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
 from rdkit import Chem, rdBase
 
@@ -69,7 +69,7 @@ def smiles_traits(text: str) -> SmilesTraits:
                         dative_bonds=">" in text or "<" in text)
 
 
-def parse_molecule(mol_or_smiles: MolInput) -> Chem.Mol:
+def parse_molecule(mol_or_smiles: MolInput, sanitized: Optional[bool] = None) -> Chem.Mol:
     """A sanitized RDKit Mol holding the heavy-atom graph of the input.
 
     Args:
@@ -77,6 +77,9 @@ def parse_molecule(mol_or_smiles: MolInput) -> Chem.Mol:
             extension ``"SMILES |...|"`` is allowed), or an RDKit ``Mol``.  A Mol is
             copied, never modified; if it is not sanitized yet, the copy is, and ordinary
             explicit hydrogens are removed as ``MolFromSmiles`` would.
+        sanitized: for a Mol, whether it is sanitized (False: an SDF record read
+            unsanitized); None: told by its property cache, which a Mol that has been
+            pickled (sent to a worker process) no longer keeps.
 
     Returns:
         A new, sanitized ``Chem.Mol`` with at least one atom.
@@ -93,7 +96,7 @@ def parse_molecule(mol_or_smiles: MolInput) -> Chem.Mol:
     if isinstance(mol_or_smiles, str):
         return _parse_smiles(mol_or_smiles)
     if isinstance(mol_or_smiles, Chem.Mol):
-        return _sanitize_copy(mol_or_smiles)
+        return _sanitize_copy(mol_or_smiles, sanitized)
     if mol_or_smiles is None or (isinstance(mol_or_smiles, float) and math.isnan(mol_or_smiles)):
         raise InvalidMoleculeError(repr(mol_or_smiles), "missing value: no molecule given")
     raise TypeError(f"expected a SMILES string or an RDKit Mol, got {type(mol_or_smiles).__name__}")
@@ -204,17 +207,19 @@ def _syntax_reason(messages: str) -> str:
     return "; ".join(chosen) if chosen else _NO_REASON
 
 
-def _sanitize_copy(mol: Chem.Mol) -> Chem.Mol:
+def _sanitize_copy(mol: Chem.Mol, sanitized: Optional[bool] = None) -> Chem.Mol:
     """A sanitized, hydrogen-suppressed copy of ``mol``, as ``MolFromSmiles`` would build it.
 
-    A Mol whose property cache is up to date counts as sanitized and is not sanitized
-    again: sanitization is not idempotent for some organometallics (ring and radical
-    perception change), and a second pass would make a Mol input differ from its SMILES.
+    A sanitized Mol (``sanitized``; None: one whose property cache is up to date) is not
+    sanitized again: sanitization is not idempotent for some organometallics (ring and
+    radical perception change), and a second pass would make a Mol input differ from its
+    SMILES.
     """
     if mol.GetNumAtoms() == 0:
         raise InvalidMoleculeError(describe_mol(mol), "empty molecule: no atoms")
     work = Chem.Mol(mol)
-    sanitized = not work.NeedsUpdatePropertyCache()
+    if sanitized is None:
+        sanitized = not work.NeedsUpdatePropertyCache()
     has_hydrogens = any(work.GetAtomWithIdx(i).GetAtomicNum() == 1 for i in range(work.GetNumAtoms()))
     with rdBase.BlockLogs():
         if not sanitized:

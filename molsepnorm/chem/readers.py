@@ -68,6 +68,10 @@ class Record:
         smiles: the SMILES as given (``smi`` / ``csv``), ``""`` for SDF records.
         mol: the unsanitized RDKit Mol of an SDF record, else None.
         error: why the record could not be read, else None.
+        mol_sanitized: whether ``mol`` is sanitized, as known where the record was made (an
+            SDF record's is not; None: unknown, told by its property cache).  It travels with
+            the record to a worker process, where a pickled Mol's property cache no longer
+            tells (an unpickled Mol looks sanitized whether or not it was).
     """
 
     index: int
@@ -76,6 +80,7 @@ class Record:
     smiles: str
     mol: Any = None
     error: Optional[str] = None
+    mol_sanitized: Optional[bool] = None
 
     @property
     def molecule(self) -> Any:
@@ -309,7 +314,7 @@ class RecordReader:
         mol = molblock_to_mol(block.text)
         if isinstance(mol, str):
             return Record(index, start, ident, "", error=mol)
-        return Record(index, start, ident, "", mol=mol)
+        return Record(index, start, ident, "", mol=mol, mol_sanitized=False)
 
 
 def is_smi_header(text: str) -> bool:

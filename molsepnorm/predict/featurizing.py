@@ -64,7 +64,8 @@ def featurize_records(records: list[Record], vocab: str, max_atoms: Optional[int
             out.append(Featurized(None, record.smiles, record.error))
             continue
         try:
-            graph, mol = featurize_graph_and_mol(record.molecule, vocab, max_atoms=max_atoms)
+            graph, mol = featurize_graph_and_mol(record.molecule, vocab, max_atoms=max_atoms,
+                                                 sanitized=record.mol_sanitized)
         except InvalidMoleculeError as err:
             # for a Mol (SDF) record, the error's SMILES is RDKit's best try at the bad molecule
             smiles = err.smiles if record.mol is not None and not err.smiles.startswith("<") else record.smiles

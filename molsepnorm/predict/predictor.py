@@ -427,7 +427,7 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
         elif isinstance(item, Chem.Mol):
             if ids is None and item.HasProp("_Name") and item.GetProp("_Name").strip():
                 ident = item.GetProp("_Name").strip()
-            records.append(Record(i + 1, i + 1, ident, "", mol=item))
+            records.append(Record(i + 1, i + 1, ident, "", mol=item, mol_sanitized=not item.NeedsUpdatePropertyCache()))
         elif item is None or item is pd.NA or (isinstance(item, float) and math.isnan(item)):
             records.append(Record(i + 1, i + 1, ident, "", error="missing value: no molecule given"))
         else:

@@ -242,3 +242,28 @@ def test_worker_processes_give_the_same_output(predictor: Predictor, tmp_path: P
     summary = predict_file(predictor, src, out=tmp_path / "workers.csv", chunk_size=25, workers=1)
     assert (summary.ok, summary.failed) == (61, 1)
     assert (tmp_path / "inline.csv").read_bytes() == (tmp_path / "workers.csv").read_bytes()
+
+
+def test_worker_processes_give_the_same_output_for_an_sdf_and_for_mols(predictor: Predictor, tmp_path: Path):
+    """SDF records are read unsanitized; a Mol sent to a worker process loses what tells so
+    (its property cache), and the worker featurized it unsanitized: other numbers, Kekulé
+    SMILES and a 'misc hybridization' warning on every row.  Now the record says so."""
+    from rdkit import Chem, RDConfig
+
+    sdf = Path(RDConfig.RDDataDir) / "NCI" / "first_200.props.sdf"
+    predict_file(predictor, sdf, out=tmp_path / "inline.csv", chunk_size=40)
+    summary = predict_file(predictor, sdf, out=tmp_path / "workers.csv", chunk_size=40, workers=1)
+    inline = (tmp_path / "inline.csv").read_text()
+    assert summary.ok == 200 and inline == (tmp_path / "workers.csv").read_text()
+    assert summary.warned < 10  # as inline: not a 'misc hybridization' warning on every row
+    from molsepnorm.predict.featurizing import featurize_records, featurized_chunks
+    from molsepnorm.predict.predictor import to_records
+
+    for items in ([m for m in Chem.SDMolSupplier(str(sdf))][:30],  # sanitized Mols from the API
+                  [m for m in Chem.SDMolSupplier(str(sdf), sanitize=False)][:30]):  # and unsanitized ones
+        records = to_records(items, None)
+        inline_graphs = [f.graph for f in featurize_records(records, "ogb")]
+        worker_graphs = [f.graph for _, items in featurized_chunks(records, "ogb", 10, workers=1) for f in items]
+        assert len(inline_graphs) == len(worker_graphs) == 30
+        for a, b in zip(inline_graphs, worker_graphs):
+            assert a.smiles == b.smiles and np.array_equal(a.x, b.x) and np.array_equal(a.edge_attr, b.edge_attr)
