@@ -113,6 +113,7 @@ def _write_pictures(frame: Any, report: dict[str, Any], predictions_path: Option
         written.append(predictions_path)
     if plot_path is not None:
         from molsepnorm.analysis.plots import plot_evaluation, save_figure
+        from molsepnorm.inference.evaluate import flagged_rows
 
         names, members = report["target_names"], report["members"]
         model = report["checkpoint"] if len(members) == 1 or ", " not in report["checkpoint"] else \
@@ -121,7 +122,7 @@ def _write_pictures(frame: Any, report: dict[str, Any], predictions_path: Option
         fig = plot_evaluation(frame[[f"{t}_true" for t in names]].to_numpy(),
                               frame[[f"{t}_pred" for t in names]].to_numpy(), report["task"], names,
                               title=f"{model} on {report['dataset']} {report['split']}",
-                              flagged=frame["warning"].astype(bool).to_numpy() if "warning" in frame else None,
+                              flagged=flagged_rows(frame),
                               spread=frame[spread].to_numpy() if set(spread) <= set(frame.columns) else None)
         written.append(str(save_figure(fig, plot_path)))
     return written

@@ -201,6 +201,15 @@ def evaluation_frame(
     return pd.DataFrame(columns)
 
 
+def flagged_rows(frame: "pd.DataFrame") -> Optional[np.ndarray]:
+    """Which rows of an :func:`evaluation_frame` carry an applicability warning, ``(M,)`` bool;
+    None without a ``warning`` column.  (A missing warning may read as None or NaN: pandas
+    turns None into NaN in a column of text, and NaN is true as a bool.)"""
+    if "warning" not in frame:
+        return None
+    return frame["warning"].map(lambda w: isinstance(w, str) and w != "").to_numpy(dtype=bool)
+
+
 def write_evaluation_csv(frame: "pd.DataFrame", path: PathLike, fixed_temporary: bool = False) -> None:
     """Write an :func:`evaluation_frame` as CSV, atomically (``fixed_temporary``: in a run
     directory, :class:`molsepnorm._atomic.AtomicFile`): numbers as ``predict`` writes them

@@ -129,11 +129,15 @@ def test_training_writes_each_test_molecules_prediction(trained):
     assert table["tpsa_error"].abs().mean() == pytest.approx(expected, rel=1e-5)
 
 
-def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_path):
+def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_path, monkeypatch):
     import pandas as pd
 
+    from molsepnorm.analysis import plots
     from molsepnorm.predict import Predictor
 
+    drawn = []  # what the picture was given: the real function draws it
+    real = plots.plot_evaluation
+    monkeypatch.setattr(plots, "plot_evaluation", lambda *a, **k: drawn.append(k) or real(*a, **k))
     run, _ = trained
     members = [str(run / "best.pt"), str(run / "last.pt")]
     csv, png = tmp_path / "val.csv", tmp_path / "val.png"
@@ -158,6 +162,8 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
     assert by["warning"]["mae"] == pytest.approx(table["tpsa_error"].abs()[warned].mean(), rel=1e-5)
     assert by["no warning"]["mae"] == pytest.approx(table["tpsa_error"].abs()[~warned].mean(), rel=1e-5)
     assert f"with an applicability warning ({warned.sum()})" in result.stdout
+    # the picture marks the same molecules (pandas reads a missing warning as NaN, true as a bool)
+    assert drawn[0]["flagged"].tolist() == warned.tolist()
     assert f"{by['warning']['mae']:.4f}" in result.stdout
     # a regression ensemble: does its members' spread rank its errors?
     from scipy.stats import spearmanr
