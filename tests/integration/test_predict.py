@@ -168,6 +168,34 @@ def test_killed_process_leaves_no_file_posing_as_output(tmp_path: Path):
                              for name in leftovers)
 
 
+def test_sigterm_stops_predict_with_a_note_and_removes_its_partial_output(tmp_path: Path):
+    """``kill`` (SIGTERM: a batch system's time limit) ends the command as an exception would:
+    the temporary output is removed, a note says why, and the status is 143 (128 + 15).
+    SIGKILL, above, cannot be caught; SIGTERM left the same half-written file, silently."""
+    src = tmp_path / "big.smi"
+    src.write_text("\n".join(nci_smiles(4000) * 3))
+    proc = subprocess.Popen([sys.executable, "-m", "molsepnorm", "predict", str(src), "--chunk-size", "300",
+                             "--threads", "1", "--workers", "0", "--no-progress", "--model", "tpsa-nci-small"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:  # wait until rows are being written
+            parts = [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+            if parts and parts[0].stat().st_size > 0:
+                break
+            assert proc.poll() is None, "finished before it could be stopped"
+            time.sleep(0.05)
+        else:
+            pytest.fail("no partial output appeared")
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143 and "stopped by SIGTERM; nothing half-written is left" in stderr
+    assert "Traceback" not in stderr and sorted(p.name for p in tmp_path.iterdir()) == ["big.smi"]
+
+
 def test_embed_file(predictor: Predictor, tmp_path: Path):
     src = tmp_path / "e.smi"
     src.write_text("CCO a\nC1CC b\nc1ccccc1 c\n")
