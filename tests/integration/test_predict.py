@@ -139,6 +139,18 @@ def test_failure_mid_run_leaves_no_partial_output(predictor: Predictor, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.smi"]
 
 
+def wait_for_partial_output(folder: Path, proc: subprocess.Popen, timeout: float) -> None:
+    """Return once ``proc`` is writing rows into a temporary ``.part`` file in ``folder``."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        parts = [p for p in folder.iterdir() if p.name.endswith(".part")]
+        if parts and parts[0].stat().st_size > 0:
+            return
+        assert proc.poll() is None, "finished before it could be stopped"
+        time.sleep(0.05)
+    pytest.fail("no partial output appeared")
+
+
 def test_killed_process_leaves_no_file_posing_as_output(tmp_path: Path):
     src = tmp_path / "big.smi"
     src.write_text("\n".join(nci_smiles(4000) * 3))
@@ -148,15 +160,7 @@ def test_killed_process_leaves_no_file_posing_as_output(tmp_path: Path):
     proc = subprocess.Popen([sys.executable, "-c", code, str(src), "--chunk-size", "300", "--threads", "1",
                              "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:  # wait until rows are being written
-            parts = [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
-            if parts and parts[0].stat().st_size > 0:
-                break
-            assert proc.poll() is None, "finished before it could be killed"
-            time.sleep(0.05)
-        else:
-            pytest.fail("no partial output appeared")
+        wait_for_partial_output(tmp_path, proc, 60)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     finally:
@@ -178,15 +182,7 @@ def test_sigterm_stops_predict_with_a_note_and_removes_its_partial_output(tmp_pa
                              "--threads", "1", "--workers", "0", "--no-progress", "--model", "tpsa-nci-small"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:  # wait until rows are being written
-            parts = [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
-            if parts and parts[0].stat().st_size > 0:
-                break
-            assert proc.poll() is None, "finished before it could be stopped"
-            time.sleep(0.05)
-        else:
-            pytest.fail("no partial output appeared")
+        wait_for_partial_output(tmp_path, proc, 120)
         proc.terminate()
         _, stderr = proc.communicate(timeout=60)
     finally:
