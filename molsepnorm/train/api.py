@@ -202,9 +202,11 @@ def resume(
         # without the model keys added since, which Checkpoint.load completes
         config.model = dict(checkpoint.model_config)
         config.train.init = None  # the weights come from last.pt (the init checkpoint may be gone)
-        recorded = where_recorded(config.data.dataset, checkpoint) if dataset is None else \
-            _moved_file(dataset, config, checkpoint)
-        if recorded is not None:
+        if dataset is not None:
+            moved = _moved_file(dataset, config, checkpoint)
+            log.info("%s has moved: reading %s, the same content (sha256)", config.data.dataset, moved)
+            config.data.dataset = moved
+        elif (recorded := where_recorded(config.data.dataset, checkpoint)) is not None:
             log.info("%s is not found from this folder: reading %s, where training read it", config.data.dataset,
                      recorded)
             config.data.dataset = recorded

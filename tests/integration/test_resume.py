@@ -192,6 +192,7 @@ def test_a_run_whose_data_file_moved_resumes_when_told_where_it_is_and_only_on_t
         resume(tmp_path / "cut", console=False, dataset=edited)
     resumed = resume(tmp_path / "cut", console=False, dataset=moved)
     assert resumed.test == full.test and rows(tmp_path / "cut") == rows(tmp_path / "full")
+    assert f"{csv} has moved: reading {moved}, the same content" in (tmp_path / "cut" / "train.log").read_text()
 
 
 def test_resume_keeps_the_best_epochs_that_average_best_will_average(tmp_path, interrupt_training, write_tpsa_csv):
