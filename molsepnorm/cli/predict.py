@@ -59,19 +59,19 @@ def _input_options(func: Callable) -> Callable:
         click.option("--threads", type=click.IntRange(min=1), default=None,
                      help=f"CPU threads for torch in each model (default {DEFAULT_THREADS}: a featurization "
                           "worker, see --workers, gains more than a second thread, and the members of an "
-                          "ensemble run side by side on the CPUs these threads leave free)."),
+                          "ensemble (predict) run side by side on the CPUs these threads leave free)."),
         click.option("--workers", type=WORKERS, default="auto", show_default=True,
                      help="Featurize in N worker processes while the model runs (0: in this process); "
                           f"auto: one for a file of {AUTO_WORKERS_MIN_BYTES // 1024} KiB or more when two or "
                           "more CPUs are usable, else none."),
         click.option("--max-atoms", type=click.IntRange(min=1), default=MAX_ATOMS, show_default=True,
-                     help="Largest molecule predicted (heavy atoms); larger ones get a row with the reason."),
+                     help="Largest molecule read (heavy atoms); larger ones get a row with the reason."),
         click.option("--applicability/--no-applicability", default=True, show_default=True,
-                     help="Check every molecule against the model's training data (the warning "
-                          "column)."),
+                     help="Check every molecule against the model's training data (predict: the warning "
+                          "column; embed: the warnings array)."),
         device_option(default="cpu"),
         click.option("--strict", is_flag=True,
-                     help="Stop at the first record that cannot be predicted (and write no output)."),
+                     help="Stop at the first record that cannot be read or featurized (and write no output)."),
         click.option("--progress/--no-progress", default=None,
                      help="Progress bar on stderr (default: when stderr is a terminal)."),
     ]
