@@ -24,32 +24,33 @@ def cli(ctx: click.Context) -> None:
     """
     _freeze_gc_at_exit()
     _plain_warnings(ctx)
-    _stop_cleanly_on_sigterm(ctx)
+    _stop_cleanly_on_signals(ctx)
 
 
-#: the exit status of a command stopped by SIGTERM (128 + the signal's number, as a shell reports it)
-SIGTERM_EXIT = 143
-
-
-def _stop_cleanly_on_sigterm(ctx: click.Context) -> None:
-    """Until the command ends, SIGTERM (``kill``, a batch system's time limit) ends it as an
-    exception would: an output being written is removed, not left as a half-written
-    temporary file, and a note says why the command stopped.  Without this, the process
-    died at once, silently.  A handler someone else installed is left alone."""
+def _stop_cleanly_on_signals(ctx: click.Context) -> None:
+    """Until the command ends, SIGTERM (``kill``, a batch system's time limit) and SIGINT
+    (Ctrl-C) end it as an exception would: an output being written is removed, not left as a
+    half-written temporary file, a note says why the command stopped, and the exit status is
+    128 + the signal's number, as a shell reports it (143, 130).  Without this, SIGTERM
+    killed the process at once, silently, and Ctrl-C printed click's "Aborted!" with status
+    1.  A handler someone else installed is left alone."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if threading.current_thread() is not threading.main_thread():
         return
+    defaults = {signal.SIGTERM: (signal.SIG_DFL, "SIGTERM"), signal.SIGINT: (signal.default_int_handler, "Ctrl-C")}
+    for signum, (default, name) in defaults.items():
+        if signal.getsignal(signum) is not default:
+            continue
 
-    def stop(signum: int, frame: Any) -> None:
-        click.echo("molsepnorm: stopped by SIGTERM; nothing half-written is left (a training run resumes from "
-                   "its last.pt with --resume)", err=True)
-        raise SystemExit(SIGTERM_EXIT)
+        def stop(number: int, frame: Any, name: str = name) -> None:
+            click.echo(f"molsepnorm: stopped by {name}; nothing half-written is left (a training run resumes from "
+                       "its last.pt with --resume)", err=True)
+            raise SystemExit(128 + number)
 
-    signal.signal(signal.SIGTERM, stop)
-    ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+        signal.signal(signum, stop)
+        ctx.call_on_close(lambda signum=signum, default=default: signal.signal(signum, default))
 
 
 def _plain_warnings(ctx: click.Context) -> None:

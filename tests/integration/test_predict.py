@@ -172,10 +172,13 @@ def test_killed_process_leaves_no_file_posing_as_output(tmp_path: Path):
                              for name in leftovers)
 
 
-def test_sigterm_stops_predict_with_a_note_and_removes_its_partial_output(tmp_path: Path):
-    """``kill`` (SIGTERM: a batch system's time limit) ends the command as an exception would:
-    the temporary output is removed, a note says why, and the status is 143 (128 + 15).
-    SIGKILL, above, cannot be caught; SIGTERM left the same half-written file, silently."""
+@pytest.mark.parametrize("signum, status, name", [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
+def test_sigterm_or_ctrl_c_stops_predict_with_a_note_and_removes_its_partial_output(tmp_path: Path, signum, status,
+                                                                                     name):
+    """``kill`` (SIGTERM: a batch system's time limit) and Ctrl-C end the command as an
+    exception would: the temporary output is removed, a note says why, and the status is
+    128 + the signal's number.  SIGKILL, above, cannot be caught; SIGTERM left the same
+    half-written file, silently, and Ctrl-C printed "Aborted!" with status 1."""
     src = tmp_path / "big.smi"
     src.write_text("\n".join(nci_smiles(4000) * 3))
     proc = subprocess.Popen([sys.executable, "-m", "molsepnorm", "predict", str(src), "--chunk-size", "300",
@@ -183,12 +186,12 @@ def test_sigterm_stops_predict_with_a_note_and_removes_its_partial_output(tmp_pa
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_partial_output(tmp_path, proc, 120)
-        proc.terminate()
+        proc.send_signal(signum)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 143 and "stopped by SIGTERM; nothing half-written is left" in stderr
+    assert proc.returncode == status and f"stopped by {name}; nothing half-written is left" in stderr
     assert "Traceback" not in stderr and sorted(p.name for p in tmp_path.iterdir()) == ["big.smi"]
 
 
