@@ -2,7 +2,8 @@
 
 ``SMILES [name]`` per line (a first line ``SMILES ...`` is a header, skipped), optionally
 gzipped: the format ``predict`` and ``pretrain`` read, through the same reader
-(:class:`~molsepnorm.chem.readers.RecordReader`), so a line is numbered and named alike everywhere.  The molecules carry no targets: the data
+(:class:`~molsepnorm.chem.readers.RecordReader`), so a line is numbered and named alike
+everywhere.  The molecules carry no targets: the data
 set's ``task`` is ``"unlabelled"``, for what needs molecules only (``analyze`` of a model's
 embeddings on a user's own molecules, or of an encoder on the ``.smi`` corpus it was
 pretrained on).  Featurizing, caching, ``on_invalid`` and the random / scaffold split are

@@ -74,8 +74,8 @@ def _with_vocabulary_hint(err: DatasetFormatError, config: ExperimentConfig, voc
         return err
     return DatasetFormatError(f"{err}\nThe zinc vocabulary is that of --init {config.train.init}, whose encoder reads "
                               "only the ZINC benchmark's atom types; an encoder of the ogb vocabulary reads every "
-                              "element: --init auto (the default, which picks one for a file), --init molhiv-encoder, or "
-                              "--init none")
+                              "element: --init auto (the default, which picks one for a file), --init "
+                              "molhiv-encoder, or --init none")
 
 
 def _refuse_unlabelled_file(dataset: Any) -> None:
