@@ -72,15 +72,22 @@ def plot_spectra(
             scale compare; a slower decay = less dimensional collapse).
         title: figure title (a default names what is plotted).
         centered: whether the spectra are of centered matrices (for the axis label only).
+
+    Values at the level of float32 round-off (below ``K * eps`` of the largest) are not
+    drawn: the rank of a centered matrix of N molecules is at most N - 1.
     """
     fig = Figure(figsize=figsize, layout="constrained")
     ax = fig.add_subplot()
     for label, values in spectra.items():
         s = _as_array(values)
+        # zeros cannot be drawn on a log axis, nor round-off: with fewer molecules than
+        # dimensions the centered matrix has rank < K, and its last values are ~1e-16 of the
+        # first, which would stretch the axis over noise (numpy's matrix_rank tolerance, in
+        # float32, the embeddings' precision)
+        floor = s[0] * s.size * np.finfo(np.float32).eps if s.size else 0.0
+        shown = np.where(s > floor, s, np.nan)
         if normalize and s.size and s[0] > 0:
-            s = s / s[0]
-        # zeros cannot be drawn on a log axis: leave them out
-        shown = np.where(s > 0, s, np.nan)
+            shown = shown / s[0]
         ax.plot(np.arange(1, s.size + 1), shown, marker="o", markersize=2.5, linewidth=1.4, label=label)
     ax.set_yscale("log")
     ax.set_xlabel("singular value index (largest first)")

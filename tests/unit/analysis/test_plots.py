@@ -152,3 +152,18 @@ def test_an_ensembles_spread_is_drawn_as_a_bar_on_each_molecule():
     assert heights == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0])  # one spread up and one down
     with pytest.raises(ValueError, match="spread has shape"):
         plot_evaluation(y, p, "regression", spread=np.zeros(5))
+
+
+def test_a_spectrum_leaves_out_round_off_below_the_rank():
+    """20 molecules in 32 dimensions: the centered matrix has rank 19, and its last singular
+    values are round-off (~1e-16 of the first), not drawn; the others are, normalized."""
+    from molsepnorm.analysis.plots import plot_spectra
+    from molsepnorm.analysis.spectrum import singular_values
+
+    z = np.random.default_rng(0).normal(size=(20, 32)).astype(np.float32)
+    s = singular_values(z).numpy()
+    assert s.size == 20 and s[-1] / s[0] < 1e-6 < s[-2] / s[0]
+    (line,) = plot_spectra({"model": s}).axes[0].get_lines()
+    y = line.get_ydata()
+    assert np.isnan(y[-1]) and np.isfinite(y[:-1]).all() and y[0] == 1.0
+    assert np.allclose(y[:-1], s[:-1] / s[0])
