@@ -7,10 +7,10 @@ other line is ``SMILES,TPSA`` without a header.  Lines are split at the *last* c
 SMILES use ``#`` for triple bonds.
 
 Regression on TPSA, featurized in the OGB vocabulary, seeded random split 80/10/10,
-cached like a user CSV (keyed by the file's sha256).  The file repeats some molecules
-(88 by canonical SMILES, in 187 rows; with seed 0, 33 of them have copies in two splits,
-``info["duplicates"]``); the split is the benchmark's as every figure in docs/ was measured
-on it, so it is kept, and loading does not warn about them as it does for a user's file.
+cached like a user CSV (keyed by the file's sha256).  The file repeats some molecules,
+some of them with copies in two splits (counted in ``info["duplicates"]``; the figures are
+in docs/reliability.md); the split is the benchmark's, on which every figure in docs/ was
+measured, so it is kept, and loading does not warn about them as it does for a user's file.
 """
 from __future__ import annotations
 

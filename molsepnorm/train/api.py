@@ -96,7 +96,7 @@ def check_trainable(splits: Any) -> None:
     Raises:
         DatasetFormatError: naming the source, the three sizes and what to do.
     """
-    sizes = {part: len(getattr(splits, part)) for part in ("train", "val", "test")}
+    sizes = dict(splits.sizes)
     empty = [part for part in ("train", "val") if sizes[part] == 0]
     if not empty or not splits.labelled:  # unlabelled: the trainer says so, a reason that comes first
         return
@@ -110,8 +110,7 @@ def check_trainable(splits: Any) -> None:
         f"{splits.source}: the {' and '.join(empty)} split{'s are' if len(empty) > 1 else ' is'} empty "
         f"(train {sizes['train']}, val {sizes['val']}, test {sizes['test']} of {total} molecules: {how} no "
         f"{' or '.join(empty)} molecule); training needs both, validation to pick the best epoch. Give more "
-        f"molecules (10 or more for the default split), or a split column with train and val rows "
-        f"(--split-by column:NAME)")
+        f"molecules, or a split column with train and val rows (--split-by column:NAME)")
 
 
 def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: bool = True,
