@@ -171,9 +171,13 @@ def _collect(item: tuple[list[Record], list[Any]]) -> tuple[list[Record], list[F
 def _worker_init() -> None:
     # Featurization runs on NumPy and RDKit: a worker does not import torch (hundreds of MB
     # per process).  Should anything import it here, it gets one thread, not one per core.
+    # Ctrl-C reaches every process of the terminal's group: the parent stops the command and
+    # shuts the pool down, so a worker ignores it rather than print its own traceback.
     import os
+    import signal
     import threading
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = "1"
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="molsepnorm-parent-watch",

@@ -262,6 +262,45 @@ def test_featurizing_workers_end_when_their_parent_is_killed(tmp_path: Path):
     assert not left, f"worker processes outlived their killed parent: {sorted(left)}"
 
 
+INTERRUPTED = r"""
+import time
+from molsepnorm.predict.featurizing import featurized_chunks
+from molsepnorm.chem.readers import Record
+
+if __name__ == "__main__":  # spawned workers import this file too
+    records = (Record(i + 1, i + 1, str(i + 1), "CCO") for i in range(10_000))
+    chunks = featurized_chunks(records, "ogb", 50, workers=1)
+    next(chunks)
+    try:
+        print("ready", flush=True)
+        time.sleep(600)
+    except KeyboardInterrupt:
+        chunks.close()
+        print("stopped", flush=True)
+"""
+
+
+def test_ctrl_c_is_handled_by_the_parent_not_by_featurizing_workers(tmp_path: Path):
+    """Ctrl-C reaches every process of the terminal's group.  The parent stops the command
+    (and shuts its pool down); a worker printed its own ``KeyboardInterrupt`` traceback as
+    well, after the parent's note that the command had stopped cleanly."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True,  # a group of its own, as a terminal's job
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(1)  # the worker is idle, waiting for work (inside a task it would return the interrupt)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0 and stdout.strip() == "stopped"
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+
+
 def test_worker_processes_give_the_same_output(predictor: Predictor, tmp_path: Path):
     src = tmp_path / "w.smi"
     src.write_text("\n".join(nci_smiles(60) + ["C1CC", "", "CCO last"]) + "\n")
