@@ -286,4 +286,23 @@ def load_pretrain_config(path: Optional[PathLike] = None,
         merged[section][key] = value
     config = PretrainExperiment.from_dict(merged, source="overrides")
     config.validate()
+    _note_unused_training_options(raw, config.pretrain, source)
     return config
+
+
+def _note_unused_training_options(raw: Mapping[str, Any], options: PretrainOptions, source: str) -> None:
+    """Warn when a training preset's ``train:`` section sets an option that pretraining also
+    has (``lr``, ``batch_size``, ``seed``, ...) to another value than pretraining will use:
+    only a preset's ``model:`` is read, and a user who gave ``train.lr: 0.001`` may expect it."""
+    import warnings
+
+    train = raw.get("train")
+    if not isinstance(train, Mapping):
+        return
+    shared = {f.name for f in dataclasses.fields(PretrainOptions)}
+    differing = [f"{key} {value!r} (pretraining: {getattr(options, key)!r})" for key, value in train.items()
+                 if key in shared and value != getattr(options, key)]
+    if differing:
+        warnings.warn(f"{source}: its train: section is for `molsepnorm train`; pretraining reads only its model: "
+                      f"section, so these are not used: {', '.join(differing)}. Set them under pretrain: (or as "
+                      "flags) to pretrain with them", UserWarning, stacklevel=3)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from functools import partial
 from pathlib import Path
 
@@ -262,8 +263,14 @@ def test_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="model.vocab is 'zinc' but corpus.vocab is 'ogb'"):
         load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "model.vocab": "zinc",
                                     "corpus.vocab": "ogb"})
-    config = load_pretrain_config(REPO / "configs" / "tiny.yaml", {"corpus.corpus": "nci", "pretrain.max_steps": 5})
+    with pytest.warns(UserWarning, match=r"train: section is for `molsepnorm train`.*lr 0.001 \(pretraining: 0.0005\)"):
+        config = load_pretrain_config(REPO / "configs" / "tiny.yaml", {"corpus.corpus": "nci", "pretrain.max_steps": 5})
     assert config.model["hidden_dim"] == 32 and config.vocab == "ogb"  # a training preset gives the model
+    with warnings.catch_warnings():  # the options it names, set for pretraining, leave nothing to say
+        warnings.simplefilter("error")
+        load_pretrain_config(REPO / "configs" / "tiny.yaml", {"corpus.corpus": "nci", "pretrain.max_steps": 5,
+                                                             "pretrain.lr": 0.001, "pretrain.device": "cpu",
+                                                             "pretrain.warmup_fraction": 0.1})
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "configs" / "pretrain").glob("*.yaml")), ids=lambda p: p.name)
