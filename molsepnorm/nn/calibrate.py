@@ -50,15 +50,18 @@ def recalibrate_cls_norms(
     Returns:
         the number of batches used. The statistics become the average of the batches'
         (each with equal weight; ``momentum=None``); the model's train/eval modes and
-        the BatchNorms' momenta are restored afterwards. A model without a [CLS]
-        BatchNorm raises ``ValueError``.
+        the BatchNorms' momenta are restored afterwards. A batch with a single real
+        [CLS] adds nothing (a warning says so). A model without a [CLS] BatchNorm, or
+        no batch, raises ``ValueError``; so does any error of the model's forward: in
+        every such case the statistics are left as they were before the call.
     """
     norms = cls_batch_norms(model)
     if not norms:
         raise ValueError("recalibrate_cls_norms: the model has no SepNorm with a batch [CLS] norm")
     modes = {m: m.training for m in model.modules()}
     momenta = [bn.momentum for bn in norms]
-    used = 0
+    before = [{k: v.clone() for k, v in bn.state_dict().items() if k in _STATISTICS} for bn in norms]
+    used, done = 0, False
     try:
         model.eval()
         for bn in norms:
@@ -70,11 +73,17 @@ def recalibrate_cls_norms(
                 break
             (forward or call_model)(model, batch)
             used += 1
+        done = used > 0
     finally:
-        for bn, momentum in zip(norms, momenta):
+        for bn, momentum, stats in zip(norms, momenta, before):
             bn.momentum = momentum
+            if not done:  # a failed or empty recalibration leaves the statistics it found
+                bn.load_state_dict(stats, strict=False)
         for m, mode in modes.items():
             m.training = mode
     if used == 0:
         raise ValueError("recalibrate_cls_norms: no batch was given")
     return used
+
+
+_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")

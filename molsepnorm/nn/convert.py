@@ -35,8 +35,8 @@ Other things to know:
   treats other prefix tokens (DeiT's distillation token, registers) as tokens;
   ``"separate"`` gives each prefix token a norm of its own.
 * **Padding.** For Hugging Face text models the model's ``attention_mask`` reaches every
-  SepNorm (a forward pre-hook), and each row's [CLS] is its first real token, so
-  left padding works.
+  SepNorm (forward pre-hooks on the model and its base model), and each row's [CLS] is
+  its first real token, so left padding works.
 * **Fast paths.** A converted norm inside an ``nn.TransformerEncoderLayer`` gets a no-op
   forward pre-hook, which keeps torch off its fused kernel (which would bypass the
   module); an ``nn.TransformerEncoder`` holding a SepNorm gets ``use_nested_tensor = False``.
@@ -57,6 +57,7 @@ import functools
 import inspect
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Literal, Optional, Union, overload
 
@@ -170,11 +171,16 @@ class _Seen:
 
 
 def _rows_identical(v: Tensor) -> bool:
-    """``v`` (B, D): are all rows the same vector (up to float noise)?"""
+    """``v`` (B, D): are all rows the same vector, bit for bit?
+
+    A [CLS] that no attention has reached yet is computed by the same operations from the
+    same parameters in every row, so its rows are equal exactly.  A tolerance would also
+    take the slots after a residual branch that starts near zero (LayerScale at 1e-6:
+    rows differing by ~3e-7 of their size) for constant ones, and leave such a model
+    without a single [CLS] BatchNorm."""
     if v.shape[0] < 2:
         return False
-    scale = float(v.abs().max()) + 1e-12
-    return float((v - v[:1]).abs().max()) <= 1e-5 * scale
+    return bool((v == v[:1]).all())
 
 
 def _dry_run(model: nn.Module, modules: dict[int, nn.LayerNorm], example: Any, cls_index: int) -> dict[int, _Seen]:
@@ -215,7 +221,7 @@ def _dry_run(model: nn.Module, modules: dict[int, nn.LayerNorm], example: Any, c
 def _batch_size_of(example: Any) -> Optional[int]:
     if isinstance(example, Tensor):
         return example.shape[0] if example.dim() else None
-    values = example.values() if isinstance(example, dict) else example if isinstance(example, (tuple, list)) else ()
+    values = example.values() if isinstance(example, Mapping) else example if isinstance(example, (tuple, list)) else ()
     for v in values:
         if isinstance(v, Tensor) and v.dim():
             return v.shape[0]
@@ -233,7 +239,7 @@ def _to_model(example: Any, model: nn.Module) -> Any:
             return v.to(ref.device, ref.dtype) if v.is_floating_point() else v.to(ref.device)
         return v
 
-    if isinstance(example, dict):
+    if isinstance(example, Mapping):  # a dict, a tokenizer's BatchEncoding
         return {k: move(v) for k, v in example.items()}
     if isinstance(example, (tuple, list)):
         return type(example)(move(v) for v in example)
@@ -282,7 +288,8 @@ def plan_sepnorm(
         warnings.warn(f"convert_to_sepnorm: {message}", stacklevel=3)
     c = layout.cls_index
     plan = SepNormPlan(cls_index=c, special_tokens=_special_count(special_tokens, layout), source=layout.source,
-                       mask_argument=layout.mask_argument, cls_from_mask=layout.mask_argument is not None)
+                       mask_argument=layout.mask_argument,
+                       cls_from_mask=layout.mask_argument is not None and c == 0)  # left padding moves a first [CLS]
 
     patterns = list(exclude)
     unused = set(patterns)
@@ -333,6 +340,10 @@ def plan_sepnorm(
         if bad is not None:
             plan.kept[name] = f"sees {bad}, not a token sequence (B, L, D)"
             continue
+        if fixed is None and any(s[0] == s[1] == B for s in entry.shapes):
+            raise ValueError(f"convert_to_sepnorm: {name} sees {entry.shapes[0]}: both leading axes have the batch "
+                             f"size {B}, so (B, L, D) and (L, B, D) cannot be told apart. Pass an example_input "
+                             "whose sequence length differs from its batch size.")
         layouts = set()
         for s in entry.shapes:
             layouts.add(fixed or ("BLD" if s[0] == B else "LBD" if s[1] == B else "?"))
@@ -390,19 +401,46 @@ def _set_context_mask(argument: str, module: nn.Module, args: tuple, kwargs: dic
             sep.context_mask = real
 
 
+def _clear_context_mask_without_grad(module: nn.Module, args: tuple, output: Any) -> None:
+    """Forward hook: after a forward without autograd, no recomputation will need the mask."""
+    if not torch.is_grad_enabled():
+        for sep in module.modules():
+            if isinstance(sep, SepNorm):
+                sep.context_mask = None
+
+
 def _attach_mask_hook(model: nn.Module, argument: str) -> None:
     """Pass ``model``'s padding mask argument to each of its SepNorms on every forward.
 
-    The mask stays set until the next forward, so that gradient checkpointing's
-    recomputation in backward sees the mask of the forward it repeats (two forwards of
-    one model before one backward, with checkpointing and different padding, would
-    recompute the first with the second's mask).
+    The hooks sit on the model and on a Hugging Face model's base model (``model.bert``),
+    which takes the same ``attention_mask``: a call to the base model alone sets its own
+    mask rather than reuse the last call's.  With autograd the mask stays set until the
+    next forward, so that gradient checkpointing's recomputation in backward sees the
+    mask of the forward it repeats (two forwards of one model before one backward, with
+    checkpointing and different padding, would recompute the first with the second's
+    mask); without it (inference) it is cleared when the forward ends.
     """
-    for handle_id, hook in list(model._forward_pre_hooks.items()):
-        if isinstance(hook, functools.partial) and hook.func is _set_context_mask:
-            del model._forward_pre_hooks[handle_id]
-            model._forward_pre_hooks_with_kwargs.pop(handle_id, None)
-    model.register_forward_pre_hook(functools.partial(_set_context_mask, argument), with_kwargs=True)
+    base = getattr(model, "base_model", None)
+    for target in (model, base) if isinstance(base, nn.Module) and base is not model else (model,):
+        for hooks in (target._forward_pre_hooks, target._forward_hooks):
+            for handle_id, hook in list(hooks.items()):
+                if (hook is _clear_context_mask_without_grad
+                        or isinstance(hook, functools.partial) and hook.func is _set_context_mask):
+                    del hooks[handle_id]
+                    target._forward_pre_hooks_with_kwargs.pop(handle_id, None)
+        target.register_forward_pre_hook(functools.partial(_set_context_mask, argument), with_kwargs=True)
+        target.register_forward_hook(_clear_context_mask_without_grad)
+
+
+def _merged(earlier: Optional[dict], plan: SepNormPlan) -> SepNormPlan:
+    """``plan`` with the slots of an earlier conversion of the same model (``config.sepnorm``)
+    kept: a model converted in two steps is rebuilt whole by ``load_sepnorm_pretrained``."""
+    if not earlier:
+        return plan
+    before = SepNormPlan.from_dict(earlier)
+    slots = {**before.slots, **plan.slots}
+    kept = {name: why for name, why in {**before.kept, **plan.kept}.items() if name not in slots}
+    return SepNormPlan(**{**asdict(plan), "slots": slots, "kept": kept})
 
 
 def _apply(model: nn.Module, plan: SepNormPlan, copy_affine: bool, log: Any) -> list[str]:
@@ -526,7 +564,7 @@ def convert_to_sepnorm(
         _attach_mask_hook(model, plan.mask_argument)
     config = getattr(model, "config", None)
     if names and config is not None and plan.source.startswith("transformers"):
-        config.sepnorm = plan.to_dict()  # saved by save_pretrained; read by load_sepnorm_pretrained
+        config.sepnorm = _merged(getattr(config, "sepnorm", None), plan).to_dict()  # saved by save_pretrained
     if not names:
         warnings.warn("convert_to_sepnorm: no nn.LayerNorm was replaced", stacklevel=2)
     else:

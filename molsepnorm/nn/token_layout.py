@@ -18,6 +18,8 @@ the token sequence.
 """
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -30,7 +32,7 @@ __all__ = ["TokenLayout", "read_token_layout", "example_input", "call_model", "H
 # value: how many special tokens lead the sequence (a config attribute adds to it).
 HF_CLS_FIRST: dict[str, int] = {
     "bert": 1, "roberta": 1, "xlm-roberta": 1, "xlm-roberta-xl": 1, "camembert": 1, "distilbert": 1,
-    "electra": 1, "ernie": 1, "mpnet": 1, "albert": 1, "deberta-v2": 1, "megatron-bert": 1,
+    "electra": 1, "ernie": 1, "mpnet": 1, "albert": 1, "deberta": 1, "deberta-v2": 1, "megatron-bert": 1,
     "data2vec-text": 1, "esm": 1,
     "vit": 1, "deit": 2, "dinov2": 1, "dinov2_with_registers": 1, "clip_vision_model": 1, "beit": 1,
     "data2vec-vision": 1, "vit_mae": 1, "vit_msn": 1,
@@ -131,7 +133,7 @@ def read_token_layout(model: nn.Module, cls_index: Optional[int] = None) -> Toke
             return TokenLayout(source, None, 0, reason=(
                 f"Hugging Face model type {mtype!r} is not one whose [CLS] position molsepnorm knows; if its "
                 "sequences do start with a [CLS], pass cls_index=0 (or its position)"))
-        layout = TokenLayout(source, cls_index, 1)
+        layout = TokenLayout(source, cls_index, 1, mask_argument=_hf_padding_mask_argument(model))
         layout.warnings.append(f"Hugging Face model type {mtype!r}: [CLS] position {cls_index} taken from the caller")
         return layout
     torch_layers = (nn.TransformerEncoder, nn.TransformerEncoderLayer, nn.TransformerDecoder,
@@ -140,9 +142,20 @@ def read_token_layout(model: nn.Module, cls_index: Optional[int] = None) -> Toke
     return TokenLayout(source, 0 if cls_index is None else cls_index, 1)
 
 
+def _hf_padding_mask_argument(model: nn.Module) -> Optional[str]:
+    """``"attention_mask"`` when a Hugging Face model of a type molsepnorm does not know reads
+    token ids and a padding mask (a text model), else None (images have no padding)."""
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    return "attention_mask" if "attention_mask" in params and "pixel_values" not in params else None
+
+
 def call_model(model: nn.Module, inputs: Any) -> Any:
-    """``model(**inputs)`` for a dict, ``model(*inputs)`` for a tuple or list, else ``model(inputs)``."""
-    if isinstance(inputs, dict):
+    """``model(**inputs)`` for a mapping (a dict, a tokenizer's ``BatchEncoding``),
+    ``model(*inputs)`` for a tuple or list, else ``model(inputs)``."""
+    if isinstance(inputs, Mapping):
         return model(**inputs)
     if isinstance(inputs, (tuple, list)):
         return model(*inputs)

@@ -18,6 +18,21 @@ BATCH_KINDS = ("batch", "batchrenorm")  # the kinds with batch statistics
 SINGLE_SAMPLE_POLICIES = ("running", "raise")
 
 
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning to the first frame outside torch and
+    molsepnorm (the user's line), for a ``warnings.warn`` in the function calling this:
+    a norm deep inside a model would otherwise point at torch's ``Module._call_impl``."""
+    import os
+    import sys
+
+    inside = (os.path.dirname(torch.__file__) + os.sep,
+              os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep)
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _check_mask(x: Tensor, mask: Optional[Tensor], owner: str) -> None:
     if mask is None:
         return
@@ -252,19 +267,20 @@ class MaskedBatchNorm(MaskedNorm):
         n = v.shape[0]
         if n == 0:
             return v
-        uses_batch_stats = self.training or bn.running_mean is None
+        # bn's own mode decides what bn(v) does (recalibration trains bn inside an eval-mode model)
+        uses_batch_stats = bn.training or bn.running_mean is None
         if n == 1 and uses_batch_stats:
             if self.single_sample == "raise" or bn.running_mean is None:
                 raise ValueError(
                     f"{type(self).__name__}: batch statistics need more than 1 sample per feature, got 1 "
-                    f"{'(training mode)' if self.training else '(no running statistics)'}. Use batches of "
+                    f"{'(training mode)' if bn.training else '(no running statistics)'}. Use batches of "
                     "at least 2 real samples (e.g. DataLoader(drop_last=True)), or "
                     "single_sample='running' to normalize a lone sample with the running statistics."
                 )
             warnings.warn(
                 f"{type(self).__name__}: 1 sample in training mode; normalizing it with the running "
                 "statistics (not updated). Use DataLoader(drop_last=True) to avoid batches of one.",
-                stacklevel=3,
+                stacklevel=caller_stacklevel(),
             )
             return F.batch_norm(v, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
         if self.training and bn.running_mean is not None and in_backward_recompute():

@@ -11,7 +11,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from molsepnorm.nn.norm.masked import BATCH_KINDS, MaskedLayerNorm, MaskedNorm, _norm_kwargs, create_norm
+from molsepnorm.nn.norm.masked import (BATCH_KINDS, MaskedLayerNorm, MaskedNorm, _norm_kwargs, caller_stacklevel,
+                                       create_norm)
 
 LAYOUTS = ("BLD", "LBD")
 MIN_BATCH_EPS = 1e-5  # nn.BatchNorm1d's default; the floor of a converted [CLS] BatchNorm's eps
@@ -127,7 +128,9 @@ class SepNorm(nn.Module):
         ``MIN_BATCH_EPS`` = 1e-5 for a batch kind: Hugging Face's 1e-12 would divide by
         ~1e-6 wherever a [CLS] feature barely varies); with ``copy_affine`` its scale/shift
         start as copies of ``ln``'s (so a trained model keeps its learned affine on the
-        [CLS] path; for a fresh ``ln`` they are 1 and 0 anyway).
+        [CLS] path; for a fresh ``ln`` they are 1 and 0 anyway). A LayerNorm without bias
+        (``bias=False``) still gives a [CLS] norm a bias, starting at 0: ``nn.BatchNorm1d``
+        has no bias-free form.
         """
         if len(ln.normalized_shape) != 1:
             raise ValueError(f"only LayerNorms over one feature dim can be converted, got {ln.normalized_shape}")
@@ -257,7 +260,10 @@ def _load_layer_norm_keys(module: SepNorm, state_dict: dict, prefix: str, local_
     after a conversion) and a warning says to re-estimate them.
     """
     found = {k: state_dict.pop(prefix + k) for k in ("weight", "bias") if prefix + k in state_dict}
-    if not found:
+    converted = any(k.startswith(prefix + part) for k in state_dict
+                    for part in ("token_norm.", "cls_norm.", "special_norms."))
+    # a LayerNorm without affine (elementwise_affine=False) saved nothing: its absence is its state dict
+    if converted or not (found or next(module.token_norm.parameters(), None) is None):
         return
     token_inner = module.token_norm.inner_name
     fresh = False
@@ -269,19 +275,20 @@ def _load_layer_norm_keys(module: SepNorm, state_dict: dict, prefix: str, local_
         if inner is None:
             continue
         key = f"{prefix}cls_norm.{norm.inner_name}." if i == 0 else f"{prefix}special_norms.{i - 1}.{norm.inner_name}."
-        for k, value in found.items():
-            if getattr(inner, k, None) is not None and key + k not in state_dict:
-                state_dict[key + k] = value.clone()
+        for name, param in inner.named_parameters(recurse=False):
+            if key + name not in state_dict:  # the LayerNorm's own, or (bias=False) the [CLS] norm's current one
+                source = found.get(name)
+                state_dict[key + name] = (param if source is None else source).detach().clone()
         for name, buf in inner.named_buffers(recurse=False):
             if key + name not in state_dict:
                 state_dict[key + name] = buf.detach().clone()
-                fresh = True
+                fresh = fresh or name == "running_var"
     if fresh:
         warnings.warn(
             f"{module._label()}: loaded from a LayerNorm's weights; its [CLS] norm's running statistics are "
             "not in that state dict and stay as they were (fresh: mean 0, variance 1). Re-estimate them on a "
             "few batches with molsepnorm.nn.recalibrate_cls_norms(model, batches) before evaluating.",
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
 
 

@@ -305,3 +305,57 @@ def test_a_layer_norm_registered_twice_becomes_one_sepnorm():
 def test_root_layer_norm_is_returned_converted():
     sep = convert_to_sepnorm(nn.LayerNorm(D), verbose=False)
     assert isinstance(sep, SepNorm) and sep(torch.randn(2, 3, D)).shape == (2, 3, D)
+
+
+# ------------------------------------------------------ checkpoints of other LayerNorms
+def _encoder(**layer_kw) -> nn.TransformerEncoder:
+    torch.manual_seed(0)
+    return nn.TransformerEncoder(nn.TransformerEncoderLayer(D, HEADS, 2 * D, batch_first=True, norm_first=True,
+                                                            **layer_kw), 2, enable_nested_tensor=False)
+
+
+class _NoAffine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(D, D)
+        self.ln = nn.LayerNorm(D, elementwise_affine=False)
+
+    def forward(self, x):
+        return self.ln(self.lin(x))
+
+
+@pytest.mark.parametrize("build", [lambda: _encoder(bias=False), _NoAffine], ids=["bias=False", "no affine"])
+def test_a_checkpoint_of_layer_norms_without_bias_or_affine_loads_strictly(build):
+    """The LayerNorm saved a weight and no bias (or nothing at all): the converted model's
+    [CLS] norms keep what they have for the rest, and the fresh statistics are named."""
+    original = build()
+    state = original.state_dict()
+    x = torch.randn(4, 6, D)
+    model = convert_to_sepnorm(build(), verbose=False, example_input=x)
+    with pytest.warns(UserWarning, match="recalibrate_cls_norms") as caught:
+        model.load_state_dict(state, strict=True)
+    assert all(w.filename == __file__ for w in caught)  # attributed to the caller's line
+    for name, sep in model.named_modules():
+        if isinstance(sep, SepNorm):
+            ln = original.get_submodule(name)
+            for pname in ("weight", "bias"):
+                mine, theirs = getattr(sep.token_norm.ln, pname), getattr(ln, pname)
+                assert (mine is None) == (theirs is None) and (mine is None or torch.equal(mine, theirs))
+            assert torch.equal(sep.cls_norm.bn.running_var, torch.ones(D))  # fresh
+
+
+def test_a_plan_refuses_an_example_whose_sequence_length_is_its_batch_size():
+    class SequenceFirst(nn.Module):  # (L, B, D), as fairseq
+        def __init__(self):
+            super().__init__()
+            self.attn, self.ln = nn.MultiheadAttention(D, HEADS), nn.LayerNorm(D)
+
+        def forward(self, x):
+            return self.ln(x + self.attn(x, x, x)[0])
+
+    from molsepnorm.nn.convert import plan_sepnorm
+
+    plan = plan_sepnorm(SequenceFirst(), example_input=torch.randn(6, 4, D), batch_size=4)
+    assert plan.slots["ln"]["layout"] == "LBD"
+    with pytest.raises(ValueError, match=r"'?ln'? sees \(4, 4, 16\).*cannot be told apart"):
+        plan_sepnorm(SequenceFirst(), example_input=torch.randn(4, 4, D), batch_size=4)

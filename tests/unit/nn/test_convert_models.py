@@ -452,3 +452,132 @@ def test_round_trip_of_a_base_model_converted_inside_a_head_model(tmp_path):
     batch = text_batch(B=4, L=6)
     with torch.no_grad():
         assert torch.equal(again(**batch).logits, model(**batch).logits)
+
+
+# ------------------------------------------------------------ found by a user's audit
+def test_the_base_model_called_alone_uses_its_own_mask_not_the_last_calls():
+    """A mask of an earlier call stayed on every SepNorm: ``model.bert(...)`` after
+    ``model(...)`` with padding zeroed real tokens of the later call."""
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64)
+    model = convert_to_sepnorm(transformers.BertForSequenceClassification(cfg), verbose=False).eval()
+    batch = text_batch(B=2, L=6)
+    padded = dict(batch, attention_mask=torch.tensor([[1, 1, 1, 0, 0, 0], [1] * 6]))
+    with torch.no_grad():
+        reference = model.bert(**batch).last_hidden_state
+        model(**padded)
+        assert all(m.context_mask is None for m in model.modules() if isinstance(m, SepNorm))  # no autograd
+        assert torch.equal(model.bert(**batch).last_hidden_state, reference)
+        model(**padded)
+        assert torch.equal(model.bert(input_ids=batch["input_ids"]).last_hidden_state, reference)  # no mask given
+    model.train()
+    model(**padded).logits.sum().backward()  # with autograd the mask stays, for checkpointing's recomputation
+    assert all(m.context_mask is not None for m in model.modules() if isinstance(m, SepNorm))
+    model.eval()
+    with torch.no_grad():  # the padded rows' mask is not applied to a call of the base model without padding
+        assert model.bert(input_ids=batch["input_ids"]).last_hidden_state[0, 3:].abs().amin(-1).gt(0).all()
+
+
+def test_residual_branches_that_start_near_zero_still_get_cls_batch_norms():
+    """LayerScale at 1e-6 (DeiT-III, CaiT): the [CLS] rows after attention differ by ~3e-7
+    of their size, which a tolerance took for constant: no BatchNorm anywhere."""
+    torch.manual_seed(0)
+    model = transformers.Dinov2Model(transformers.Dinov2Config(image_size=28, patch_size=14, hidden_size=32,
+                                                               num_hidden_layers=3, num_attention_heads=2,
+                                                               layerscale_value=1e-6))
+    kinds = [slot["cls_norm"] for slot in plan_sepnorm(model).slots.values()]
+    assert kinds[0] == "layer" and kinds[1:] == ["batch"] * (len(kinds) - 1)  # only the slot before attention
+
+
+def test_recalibration_keeps_the_statistics_when_it_fails_and_skips_a_batch_of_one():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = convert_to_sepnorm(tiny_bert(), verbose=False)
+    train_briefly(model, lambda s: text_batch(seed=s), bert_loss, steps=3)
+    norms = [m.cls_norm.bn for m in model.modules()
+             if isinstance(m, SepNorm) and isinstance(m.cls_norm, MaskedBatchNorm)]
+    trained = [copy.deepcopy(bn.state_dict()) for bn in norms]
+
+    def unchanged() -> bool:
+        return all(torch.equal(bn.state_dict()[k], v) for bn, s in zip(norms, trained) for k, v in s.items())
+
+    with pytest.raises(ValueError, match="no batch was given"):
+        recalibrate_cls_norms(model, [])
+    assert unchanged()
+    with pytest.raises(IndexError):  # the model's forward fails on the second batch (ids past the vocabulary)
+        recalibrate_cls_norms(model, [text_batch(seed=1), {"input_ids": torch.full((4, 6), 5000)}])
+    assert unchanged()
+
+    ids = text_batch(B=9, L=8)["input_ids"]
+    loader = DataLoader(TensorDataset(ids, torch.ones_like(ids)), batch_size=4)  # 4, 4 and 1
+    with pytest.warns(UserWarning, match="1 sample"):
+        assert recalibrate_cls_norms(model, loader) == 3
+    assert all(int(bn.num_batches_tracked) == 2 for bn in norms)  # the batch of one adds nothing
+
+
+def test_a_tokenizers_batch_encoding_is_an_example_and_a_batch():
+    from transformers import BatchEncoding
+
+    batch = BatchEncoding(text_batch(B=4, L=8))  # what tokenizer(..., return_tensors="pt") returns
+    model = convert_to_sepnorm(tiny_bert(), verbose=False, example_input=batch)
+    assert any(isinstance(m, SepNorm) for m in model.modules())
+    assert recalibrate_cls_norms(model, [batch, batch]) == 2
+
+
+def test_a_model_converted_in_two_steps_saves_and_reloads_whole(tmp_path):
+    model = tiny_bert()
+    convert_to_sepnorm(model, verbose=False, exclude=["encoder.layer.1.*"])
+    convert_to_sepnorm(model, verbose=False)
+    converted = sorted(n for n, m in model.named_modules() if isinstance(m, SepNorm))
+    assert sorted(model.config.sepnorm["slots"]) == converted
+    model.eval().save_pretrained(tmp_path / "m")
+    again = load_sepnorm_pretrained(tmp_path / "m")
+    batch = text_batch(B=4, L=6)
+    with torch.no_grad():
+        assert torch.equal(again(**batch).last_hidden_state, model(**batch).last_hidden_state)
+
+
+def test_an_encoder_saved_with_one_head_loads_into_another_or_alone(tmp_path):
+    """Pretrain with a masked-LM head, fine-tune with a classifier: the encoder's tensors
+    load, the new head and pooler are named as new, the old head's as unused."""
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=1000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, num_labels=3)
+    mlm = convert_to_sepnorm(transformers.BertForMaskedLM(cfg), verbose=False).eval()
+    mlm.save_pretrained(tmp_path / "mlm")
+    base = convert_to_sepnorm(transformers.BertModel(cfg), verbose=False).eval()
+    base.save_pretrained(tmp_path / "base")
+    batch = text_batch(B=4, L=6)
+    with torch.no_grad():
+        encoded = mlm.bert(**batch).last_hidden_state
+
+    with pytest.warns(UserWarning) as caught:
+        classifier = load_sepnorm_pretrained(tmp_path / "mlm", model_class=transformers.BertForSequenceClassification)
+    said = " ".join(str(w.message) for w in caught)
+    assert "newly initialized" in said and "classifier.weight" in said and "cls.predictions" in said
+    with torch.no_grad():
+        assert torch.equal(classifier.bert(**batch).last_hidden_state, encoded)
+    with pytest.warns(UserWarning, match="newly initialized"):
+        alone = load_sepnorm_pretrained(tmp_path / "mlm", model_class=transformers.BertModel)
+    with torch.no_grad():
+        assert torch.equal(alone(**batch).last_hidden_state, encoded)
+    with pytest.warns(UserWarning, match="classifier.weight"):
+        headed = load_sepnorm_pretrained(tmp_path / "base", model_class=transformers.BertForSequenceClassification)
+    with torch.no_grad():
+        assert torch.equal(headed.bert(**batch).last_hidden_state, base(**batch).last_hidden_state)
+    again = load_sepnorm_pretrained(tmp_path / "mlm")  # the saved class itself: nothing new, nothing unused
+    assert type(again) is transformers.BertForMaskedLM
+
+
+def test_a_text_model_of_a_type_given_by_cls_index_gets_its_padding_mask():
+    torch.manual_seed(0)
+    deberta = transformers.DebertaModel(transformers.DebertaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                                                  num_attention_heads=2, intermediate_size=64))
+    plan = plan_sepnorm(deberta)
+    assert plan.mask_argument == "attention_mask" and plan.cls_from_mask
+    xlnet = transformers.XLNetModel(transformers.XLNetConfig(vocab_size=100, d_model=32, n_layer=2, n_head=2,
+                                                             d_inner=64))
+    with pytest.warns(UserWarning, match="taken from the caller"):
+        plan = plan_sepnorm(xlnet, cls_index=-1)
+    assert plan.mask_argument == "attention_mask" and not plan.cls_from_mask  # a last [CLS] stays last
