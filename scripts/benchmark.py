@@ -519,7 +519,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     parser.add_argument("--peer-python", default=None,
                         help="python of the HF Graphormer venv (default .peer-venv/bin/python if present; 'none': skip)")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the plumbing")
-    parser.add_argument("--out", default=None, help="JSON output (default runs/benchmark-<threads>t.json)")
+    parser.add_argument("--out", default=None, help="JSON output (default runs/benchmark-<device>-<threads>t.json)")
     args = parser.parse_args(argv)
     if args.quick:
         args.preprocess_n, args.predict_n, args.batches, args.repeats, args.warmup = 500, 2000, 2, 1, 1

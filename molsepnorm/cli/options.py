@@ -113,8 +113,8 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
                      help="CSV: column of molecule ids (default: a column named id or name, if any); SDF: data field of "
                           "the ids (default: the title line, else the record number)."),
         click.option("--split-by", "split_by", default=None,
-                     help="CSV/SDF: how to split: random | scaffold | column:NAME (a column or data field of "
-                          "train/val/test)."),
+                     help="CSV/SDF: how to split: random (default: 80/10/10, seed 0) | scaffold | column:NAME (a "
+                          "column or data field of train/val/test)."),
         click.option("--split-seed", type=int, default=None, help="CSV/SDF: seed of a random or scaffold split."),
         click.option("--vocab", type=VOCAB, default=None,
                      help="CSV/SDF: featurizer vocabulary (default ogb: any element)."),
