@@ -33,7 +33,9 @@ def _stop_cleanly_on_signals(ctx: click.Context) -> None:
     half-written temporary file, a note says why the command stopped, and the exit status is
     128 + the signal's number, as a shell reports it (143, 130).  Without this, SIGTERM
     killed the process at once, silently, and Ctrl-C printed click's "Aborted!" with status
-    1.  A handler someone else installed is left alone."""
+    1.  While a training or pretraining loop runs, it first finishes its step and writes
+    ``last.pt`` (:mod:`molsepnorm._stop`); the same signal again stops at once.  A handler
+    someone else installed is left alone."""
     import signal
     import threading
 
@@ -45,6 +47,12 @@ def _stop_cleanly_on_signals(ctx: click.Context) -> None:
             continue
 
         def stop(number: int, frame: Any, name: str = name) -> None:
+            from molsepnorm import _stop
+
+            if _stop.ask(number):
+                click.echo(f"molsepnorm: {name}: finishing this step and writing last.pt, then stopping "
+                           f"({name} again stops at once)", err=True)
+                return
             click.echo(f"molsepnorm: stopped by {name}; nothing half-written is left (a training run resumes from "
                        "its last.pt with --resume)", err=True)
             raise SystemExit(128 + number)

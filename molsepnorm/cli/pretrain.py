@@ -166,4 +166,9 @@ def _resume(ctx: click.Context, flags: dict[str, Any]) -> Any:
 
 
 if __name__ == "__main__":  # ``python -m molsepnorm.cli.pretrain``: what --nproc runs under torchrun
-    pretrain()
+    import sys
+
+    from molsepnorm.cli.main import cli
+
+    # through the group, so that each process stops on SIGTERM / Ctrl-C as `molsepnorm pretrain` does
+    cli.main(args=["pretrain", *sys.argv[1:]], prog_name="molsepnorm")

@@ -240,4 +240,9 @@ def _print_summary(result: Any) -> None:
 
 
 if __name__ == "__main__":  # ``python -m molsepnorm.cli.train``: what --nproc runs under torchrun
-    train()
+    import sys
+
+    from molsepnorm.cli.main import cli
+
+    # through the group, so that each process stops on SIGTERM / Ctrl-C as `molsepnorm train` does
+    cli.main(args=["train", *sys.argv[1:]], prog_name="molsepnorm")

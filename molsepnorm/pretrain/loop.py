@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from molsepnorm import _stop
 from molsepnorm.chem.descriptors import descriptor_names, descriptor_values
 from molsepnorm.checkpoint import Checkpoint, DataProvenance, FeaturizerSpec, TaskSpec
 from molsepnorm.checkpoint.checkpoint import PRETRAINED
@@ -190,7 +191,8 @@ class Pretrainer:
         """
         from molsepnorm.train.allocator import heap_for_large_blocks
 
-        with heap_for_large_blocks(self.device.type == "cpu" and self.options.cpu_malloc == "heap"):
+        with heap_for_large_blocks(self.device.type == "cpu" and self.options.cpu_malloc == "heap"), \
+                _stop.step_boundaries():
             return self._fit()
 
     def _fit(self) -> PretrainResult:
@@ -231,6 +233,11 @@ class Pretrainer:
                 if st.step % po.checkpoint_every_steps == 0:
                     self._save_last()
                 stopped = self._stop_reason()
+                if stopped == "signal":
+                    self._save_last()
+                    log.info("stopped by a signal after step %d; last.pt written: molsepnorm pretrain --resume %s",
+                             st.step, self.run_dir.path if self.run_dir is not None else "RUN")
+                    _stop.stop_now()
                 t0 = time.perf_counter()  # the checks and writes above are not training time
         finally:
             bar.close()
@@ -251,9 +258,12 @@ class Pretrainer:
         if po.max_steps is not None and st.step >= po.max_steps:
             return "max_steps"
         over = po.time_budget is not None and st.seconds >= 60.0 * po.time_budget
-        if ddp.any_rank(over, self.env):  # every rank stops at the same step
-            return "time_budget"
-        return None
+        signalled = _stop.asked() is not None  # the command line's SIGTERM / Ctrl-C: molsepnorm._stop
+        if self.env.is_distributed:  # every rank stops at the same step
+            over, signalled = (total > 0 for total in ddp.all_reduce_sum([float(over), float(signalled)], self.env))
+        if signalled:
+            return "signal"
+        return "time_budget" if over else None
 
     def _accumulate(self, loss: float, graphs: int, seconds: float) -> None:
         window = self.state.window

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Sampler
 
+from molsepnorm import _stop
 from molsepnorm.checkpoint import (ApplicabilityDomain, Checkpoint, DataProvenance, FeaturizerSpec, TargetScaler,
                                    TaskSpec)
 from molsepnorm.checkpoint.run_dir import RunDir
@@ -252,7 +253,8 @@ class Trainer:
         """
         from molsepnorm.train.allocator import heap_for_large_blocks
 
-        with heap_for_large_blocks(self.device.type == "cpu" and self.tc.cpu_malloc == "heap"):
+        with heap_for_large_blocks(self.device.type == "cpu" and self.tc.cpu_malloc == "heap"), \
+                _stop.step_boundaries():
             return self._fit()
 
     def _fit(self) -> FitResult:
@@ -275,6 +277,10 @@ class Trainer:
             self._end_epoch()
         if self._unsaved_seconds > 0:  # the last epoch's state, whatever train.checkpoint_every_seconds says
             self._save_last()
+        if ddp.any_rank(_stop.asked() is not None, self.env):  # asked during the last epoch's validation
+            log.info("stopped by a signal after the last step, before testing; last.pt written: molsepnorm train "
+                     "--resume %s", self.run_dir.path if self.run_dir is not None else "RUN")
+            _stop.stop_now()
         if stopped == "epochs" and self.tc.max_steps is not None and self.state.step >= self.tc.max_steps \
                 and (self.tc.epochs is None or self.state.epoch < self.max_epochs):
             stopped = "max_steps"
@@ -379,6 +385,14 @@ class Trainer:
                     st.epoch_seconds += time.perf_counter() - t0
                     t0 = time.perf_counter()
                     self._save_last()  # mid-epoch; the end of the epoch writes its own
+                if ddp.any_rank(_stop.asked() is not None, self.env):  # every rank stops after the same step
+                    st.epoch_seconds += time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    self._save_last()
+                    log.info("stopped by a signal after step %d (epoch %d, batch %d); last.pt written: "
+                             "molsepnorm train --resume %s", st.step, st.epoch + 1, st.batch_in_epoch,
+                             self.run_dir.path if self.run_dir is not None else "RUN")
+                    _stop.stop_now()
         finally:
             bar.close()
             st.epoch_seconds += time.perf_counter() - t0
