@@ -20,6 +20,7 @@ _EVALUATE = "molsepnorm.inference.evaluate:evaluate_checkpoint"
 @click.option("--batch-size", type=click.IntRange(min=1), default=library_default(_EVALUATE, "batch_size"),
               show_default=True, help="Molecules per batch.")
 @device_option(default=library_default(_EVALUATE, "device"))
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads for torch.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="Also write the metrics as JSON to this file ('-' for stdout only).")
 @click.option("--predictions", "predictions_path", type=click.Path(dir_okay=False), default=None,
@@ -35,7 +36,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
              smiles_column: Optional[str], target_columns: Optional[str], id_column: Optional[str],
              split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str], on_invalid: Optional[str],
              batch_size: int, device: str, json_path: Optional[str], predictions_path: Optional[str],
-             applicability: bool, plot_path: Optional[str]) -> None:
+             applicability: bool, plot_path: Optional[str], threads: Optional[int]) -> None:
     """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
 
     Without --dataset, the data set the model was trained on, split as in training.
@@ -47,7 +48,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
       molsepnorm evaluate -m runs/a/best.pt -m runs/b/best.pt --split test --predictions test.csv
     """
     from molsepnorm._json import jsonable
-    from molsepnorm.cli.options import dataset_kwargs
+    from molsepnorm.cli.options import dataset_kwargs, set_threads
     from molsepnorm.errors import MolsepnormError
     from molsepnorm.inference.evaluate import evaluate_checkpoint
     from molsepnorm.inference.metrics import summary_table
@@ -61,6 +62,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
             raise click.BadParameter(str(err), param_hint="--plot") from err
     options = dataset_kwargs(smiles_column, target_columns, split_by, split_seed, vocab, id_column=id_column,
                              on_invalid=on_invalid)
+    set_threads(threads)
     try:
         report = evaluate_checkpoint(list(models), dataset=dataset, split=split, data_root=data_root,
                                      options=options or None, batch_size=batch_size, device=device,

@@ -75,6 +75,16 @@ def test_evaluate_prints_test_mae_and_writes_json(trained, tmp_path):
     assert f"{expected['mae']:.4f}" in result.stdout
     only_json = CliRunner().invoke(evaluate, ["--model", str(run / "best.pt"), "--split", "val", "--json", "-"])
     assert json.loads(only_json.stdout)["split"] == "val"
+    import torch
+
+    before = torch.get_num_threads()
+    try:  # --threads, as train, predict and analyze take it; the same figures
+        one = CliRunner().invoke(evaluate, ["--model", str(run / "best.pt"), "--split", "test", "--threads", "1",
+                                            "--json", "-"])
+        assert one.exit_code == 0, one.output
+        assert json.loads(one.stdout)["metrics"]["mae"] == pytest.approx(expected["mae"])
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_evaluate_scores_an_ensemble_on_the_mean_prediction_as_predict_makes_it(trained):
