@@ -151,6 +151,11 @@ def test_sdf_broken_record_is_kept_and_reading_goes_on(tmp_path: Path):
     by_field = read(path, id_column="code")
     assert by_field[0].id == "E1" and by_field[2].id == "P1"
     assert "no data field 'code'" in by_field[1].error
+    # a field the first record lacks is a misspelt --id-column, not a record without it: one
+    # error up front, naming the fields there are, rather than an error on every row
+    with pytest.raises(InputFormatError, match=r"record 1 \(line 1\), the first one read, has no data field "
+                                               r"'cod' for --id-column; its fields: code"):
+        read(path, id_column="cod")
 
 
 def test_sdf_non_ascii_field_gives_rdkits_reason_without_a_stack_trace_or_terminal_noise(tmp_path: Path, capfd):
