@@ -161,6 +161,7 @@ class RecordReader:
         if self.source.lower().endswith(".gz"):
             self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
         self._columns_checked = False
+        self.records_read = 0  # records handed out so far (bytes_read runs ahead of what was predicted)
         if self.format in ("csv", "tsv"):
             self._open_table()
 
@@ -197,11 +198,11 @@ class RecordReader:
         self.close()
 
     def __iter__(self) -> Iterator[Record]:
-        if self.format == "smi":
-            return self._smi_records()
-        if self.format == "sdf":
-            return self._sdf_records()
-        return self._table_records()
+        records = (self._smi_records() if self.format == "smi" else self._sdf_records() if self.format == "sdf"
+                   else self._table_records())
+        for record in records:
+            self.records_read = record.index
+            yield record
 
     # --- .smi ---------------------------------------------------------------------------
     def _smi_records(self) -> Iterator[Record]:

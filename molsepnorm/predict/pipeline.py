@@ -163,7 +163,11 @@ def _head(chunk: ChunkResult, n: int) -> ChunkResult:
 
 
 class _Progress:
-    """A tqdm bar over the input's bytes (molecules for standard input), or nothing."""
+    """A tqdm bar over the input's bytes (molecules for standard input), or nothing.
+
+    The reader runs a chunk or two ahead of the molecules predicted (a worker featurizes the
+    next chunk meanwhile), so the bar shows the bytes of the molecules done: the bytes read
+    in proportion to the records done of those read."""
 
     def __init__(self, reader: RecordReader, enabled: bool) -> None:
         self.reader = reader
@@ -179,7 +183,10 @@ class _Progress:
     def update(self, summary: RunSummary) -> None:
         if self.bar is None:
             return
-        done = self.reader.bytes_read if self.reader.total_bytes else summary.total
+        done = summary.total
+        if self.reader.total_bytes:
+            read, records = self.reader.bytes_read, self.reader.records_read
+            done = read if summary.total >= records else read * summary.total // max(1, records)
         self.bar.update(max(0, done - self.bar.n))
         self.bar.set_postfix(ok=summary.ok, failed=summary.failed, refresh=False)
 

@@ -204,7 +204,7 @@ def test_reader_reports_bytes_read(tmp_path: Path):
     with RecordReader(path) as reader:
         assert reader.total_bytes == 4000
         assert len(list(reader)) == 1000
-        assert reader.bytes_read == 4000
+        assert reader.bytes_read == 4000 and reader.records_read == 1000
 
 
 def test_csv_missing_requested_column_is_named_with_its_role_and_option(tmp_path: Path):
