@@ -204,12 +204,17 @@ def models(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(listing, indent=2))
         return
+    import shutil
+    import textwrap
+    from pathlib import Path
+
+    width = min(100, shutil.get_terminal_size((100, 24)).columns)
     for entry in listing:
         click.echo(f"{entry['name']}{'  (default)' if entry['default'] else ''}")
-        click.echo(f"  {entry['summary']}")
+        click.echo(textwrap.fill(entry["summary"], width, initial_indent="  ", subsequent_indent="  "))
         if entry["kind"] == "encoder":  # no head, so no metrics: how to use it instead
-            click.echo(f"  pretrained encoder ({entry['steps']:,} steps on {entry['dataset']}): fine-tune it with "
-                       f"molsepnorm train --init {entry['name']}")
+            click.echo(f"  pretrained encoder ({entry['steps']:,} steps on {entry['dataset']}); fine-tune it with:\n"
+                       f"    molsepnorm train --init {entry['name']}")
         else:
             click.echo(f"  task {entry['task']}, targets {', '.join(entry['targets'])}; trained on {entry['dataset']}")
             for split, values in entry["metrics"].items():
@@ -217,7 +222,8 @@ def models(as_json: bool) -> None:
                 click.echo(f"  {split}: {figures}")
         click.echo(f"  {entry['architecture']}; {entry['size_bytes'] / 1024:.0f} KiB")
         if len(entry["checkpoints"]) > 1:  # what embed, analyze and train --init take instead of the name
-            click.echo("  members: " + ", ".join(entry["checkpoints"]))
+            names = [Path(c).stem for c in entry["checkpoints"]]
+            click.echo(f"  members (each a --model of its own): {', '.join(names)}")
         click.echo(f"  model card: {entry['card']}")
 
 

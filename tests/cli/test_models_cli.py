@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -21,8 +22,15 @@ def test_models_lists_every_bundled_model_and_how_to_use_an_encoder():
     text = CliRunner().invoke(cli, ["models"])
     assert text.exit_code == 0, text.output
     for name in encoders:
-        assert f"fine-tune it with molsepnorm train --init {name}" in text.output
+        assert f"fine-tune it with:\n    molsepnorm train --init {name}\n" in text.output
     assert f"{DEFAULT_MODEL}  (default)" in text.output and "test: mae" in text.output
-    for model in BUNDLED.values():  # an ensemble names its member files, which single-model verbs take
+    for model in BUNDLED.values():  # an ensemble names its members, which single-model verbs take
         assert listing[model.name]["checkpoints"] == [str(p) for p in model.paths]
-        assert ("  members: " + ", ".join(str(p) for p in model.paths) in text.output) == model.is_ensemble
+        members = "  members (each a --model of its own): " + ", ".join(p.stem for p in model.paths)
+        assert (members in text.output) == model.is_ensemble
+    assert max(len(line) for line in text.output.splitlines() if "model card:" not in line) <= 100  # wrapped
+    from molsepnorm.checkpoint.bundled import resolve_model
+
+    for model in BUNDLED.values():  # and each member's name is a model
+        for path in model.paths if model.is_ensemble else ():
+            assert Path(resolve_model(path.stem)) == path
