@@ -60,8 +60,12 @@ class AnalysisResult:
         spectra: ``{label: centered singular values (K,)}``, largest first.
         spectra_raw: ``{label: raw singular values (K,)}``.
         figures: ``{"spectrum": Figure, "summary": Figure}`` (matplotlib).
-        models: ``{label: {"checkpoint", "norm", "epoch", "step", "val_metrics"}}``
-            (empty entries for :func:`analyze_embeddings`).
+        models: ``{label: {"checkpoint", "norm", "epoch", "step", "val_metrics",
+            "graphormer_val_metrics"}}`` (empty entries for :func:`analyze_embeddings`):
+            ``val_metrics`` are what the model predicts, a blend with its companion where it
+            has one; ``graphormer_val_metrics`` the Graphormer's alone, whose graph tokens
+            are analyzed (the same without a companion). A companion given the whole weight
+            makes two models' ``val_metrics`` equal whatever their norms.
         info: ``{"dataset", "split"}`` and the analysis settings.
     """
 
@@ -206,9 +210,11 @@ def analyze_checkpoints(
     result = analyze_embeddings({name: c.embeddings for name, c in zip(names, computed)}, title=where,
                                 uniformity_max_points=uniformity_max_points)
     for name, c in zip(names, computed):
+        metrics = c.info.get("metrics") or {}
+        alone = (((metrics.get("companion") or {}).get("scores") or {}).get("graphormer") or {}).get("val")
         result.models[name] = {"checkpoint": c.checkpoint, "norm": c.norm, "epoch": c.info.get("epoch"),
-                               "step": c.info.get("step"),
-                               "val_metrics": (c.info.get("metrics") or {}).get("val", {})}
+                               "step": c.info.get("step"), "val_metrics": metrics.get("val", {}),
+                               "graphormer_val_metrics": alone if alone is not None else metrics.get("val", {})}
     result.info = {"dataset": datasets[0] if len(datasets) == 1 else datasets, "split": split,
                    **result.info}
     return result

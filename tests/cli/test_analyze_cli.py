@@ -58,6 +58,10 @@ def test_analyze_writes_json_and_pngs(runs, tmp_path):
         assert 1.0 <= m["effective_rank"] <= 30 and m["uniformity"] <= 0
         assert len(m["singular_values"]) == 30 and all(math.isfinite(s) for s in m["singular_values"])
         assert m["singular_values"] == sorted(m["singular_values"], reverse=True)
+        run = runs[m["norm"]]  # the Graphormer's own validation figures beside the blend's
+        companion = json.loads((run / "results.json").read_text())["companion"]
+        assert m["graphormer_val_metrics"] == pytest.approx(companion["scores"]["graphormer"]["val"])
+        assert m["val_metrics"]["mae"] != m["graphormer_val_metrics"]["mae"]  # the blend, not the Graphormer
 
 
 def test_analyze_labels_and_errors(runs, tmp_path):
