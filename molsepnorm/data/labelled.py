@@ -313,6 +313,7 @@ def load_rows(
     if labelled:
         resolved_task = infer_task(task, y_all[kept_rows], rows.target_names,
                                    lambda i: rows.place(int(kept_rows[i])), label)
+        _warn_about_targets(y_all[kept_rows], rows.target_names, resolved_task, inferred=task is None, label=label)
     elif task is not None and str(task).lower() != UNLABELLED:
         raise DatasetFormatError(f"{label}: task={task!r} needs targets, and the file has none (it is read as "
                                  "unlabelled molecules)")
@@ -342,6 +343,43 @@ def load_rows(
         info={"split": split if split != "column" else f"column:{rows.split_column}", "seed": seed, "sizes": sizes,
               "on_invalid": on_invalid, "built": read_marker(cache).get("built_at"), "duplicates": duplicates,
               **(info or {})})
+
+
+#: targets whose spreads differ by more than this factor are named: the mean metric follows the widest
+SCALE_RATIO_NOTED = 10.0
+
+
+def _warn_about_targets(y: np.ndarray, names: Sequence[str], task: str, inferred: bool, label: str) -> None:
+    """Warn about targets that train without a word but not as the user may think, ``y``
+    ``(R, T)``: a column of one value (nothing to learn; its error of 0 lowers the mean
+    metric), a 0/1 column among numbers (regression, as the task is inferred for the whole
+    file), and regression targets of very different spreads (the mean error in their units,
+    which picks ``best.pt`` and stops early, follows the widest)."""
+    said = []
+    present = [y[~np.isnan(y[:, j]), j] for j in range(y.shape[1])]
+    constant = [f"{names[j]!r} ({v[0]:g})" for j, v in enumerate(present) if v.size and np.all(v == v[0])]
+    if constant:
+        said.append(f"target(s) {', '.join(constant)} hold one value in every row: there is nothing to learn, "
+                    "and their error (0) lowers the mean metric that picks best.pt. Leave them out with "
+                    "--target-columns")
+    if task == "regression" and inferred and len(names) > 1:
+        binary = [names[j] for j, v in enumerate(present) if v.size and np.isin(v, (0.0, 1.0)).all()
+                  and not np.all(v == v[0])]
+        if binary:
+            said.append(f"column(s) {', '.join(map(repr, binary))} hold only 0 and 1, but the other targets are "
+                        "numbers, so every target is trained as regression (L1 loss, MAE). A 0/1 target is "
+                        "classified (probabilities, ROC-AUC) in a run of its own: --target-columns "
+                        f"{binary[0]}")
+    if task == "regression" and len(names) > 1 and not (inferred and any("hold only 0 and 1" in t for t in said)):
+        spreads = {names[j]: float(np.std(v)) for j, v in enumerate(present) if v.size > 1 and np.std(v) > 0}
+        if len(spreads) > 1 and max(spreads.values()) > SCALE_RATIO_NOTED * min(spreads.values()):
+            widest = max(spreads, key=spreads.__getitem__)
+            said.append("the targets' spreads differ (standard deviation " + ", ".join(
+                f"{n} {v:.3g}" for n, v in spreads.items()) + f"): the mean error in their own units, which picks "
+                f"best.pt and stops early, follows {widest!r}. Train such targets in runs of their own to weigh "
+                "each alike (the loss already does: it reads standardized targets)")
+    for text in said:
+        warnings.warn(f"{label}: {text}", UserWarning, stacklevel=outside_package_stacklevel())
 
 
 def _duplicates(keys: Sequence[str], parts: dict[str, np.ndarray], place: Callable[[int], str],

@@ -10,6 +10,7 @@ import math
 import os
 import re
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -342,3 +343,29 @@ def test_a_header_without_rows_is_named_as_such(tmp_path: Path) -> None:
     path.write_text("smiles,tpsa\n\n")
     with pytest.raises(DatasetFormatError, match=r"header\.csv: no data rows: the file holds a header line only"):
         load_dataset(path, progress=False)
+
+
+def test_targets_that_train_otherwise_than_a_user_may_think_are_named(tmp_path: Path, nci) -> None:
+    """A constant target, a 0/1 column among numbers (trained as regression with the rest) and
+    targets of very different spreads (the mean MAE that picks best.pt follows the widest)
+    each load, with a warning that names them and the fix."""
+    rows = [[s, t, 1.0, int(t > 40), round(t / 1000.0, 5)] for s, t in nci[:60]]
+    path = write(tmp_path / "t.csv", ["smiles", "tpsa", "const", "polar", "small"], rows)
+
+    def said(targets: list[str]) -> str:
+        with pytest.warns(UserWarning) as record:
+            splits = load_dataset(path, target_columns=targets, progress=False)
+        assert splits.task == "regression"
+        return "\n".join(str(w.message) for w in record)
+
+    text = said(["tpsa", "const"])
+    assert "'const' (1) hold one value in every row" in text and "--target-columns" in text
+    text = said(["tpsa", "polar"])
+    assert "'polar' hold only 0 and 1" in text and "--target-columns polar" in text
+    assert "spreads differ" not in text  # the 0/1 column says it all
+    text = said(["tpsa", "small"])
+    assert "spreads differ" in text and "follows 'tpsa'" in text
+    with warnings.catch_warnings():  # one target of its own: nothing to say
+        warnings.simplefilter("error")
+        assert load_dataset(path, target_columns=["polar"], progress=False).task == "binary"
+        load_dataset(path, target_columns=["tpsa"], progress=False)
