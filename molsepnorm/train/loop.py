@@ -455,6 +455,7 @@ class Trainer:
             self.top.offer(value, st.epoch, self.eval_model.state_dict(), tiebreak=tiebreak)
         if kept:
             st.best_value, st.best_epoch, st.best_val, st.best_model_value = value, st.epoch, dict(monitored), own
+            st.best_step = st.step
             self._best_state = self._weights_with(choice)
         st.bad_epochs = 0 if improved else st.bad_epochs + 1
         row = {"epoch": st.epoch, "step": st.step, "lr": self.scheduler.get_last_lr()[0],
@@ -526,7 +527,7 @@ class Trainer:
             metrics=metrics if metrics is not None else {"val": dict(st.best_val)},
             kind=kind,
             epoch=st.best_epoch if kind == "best" else st.epoch,
-            step=st.step,
+            step=st.best_step if kind == "best" and st.best_step is not None else st.step,
             applicability=self._applicability(),
         )
 

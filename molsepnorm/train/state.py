@@ -28,6 +28,7 @@ class Progress:
     batch_in_epoch: int = 0  # batches of epoch ``epoch`` (0-based) already done
     best_value: Optional[float] = None
     best_epoch: Optional[int] = None
+    best_step: Optional[int] = None  # the step at the end of best_epoch (None in last.pt files before it)
     best_val: dict[str, float] = field(default_factory=dict)
     # train.monitor_blend: the Graphormer's own monitored value at best_epoch (it breaks the blend's ties)
     best_model_value: Optional[float] = None

@@ -69,6 +69,8 @@ def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path, write
     assert raw["target_scaling"]["std"][0] > 5  # standardized for training
     assert raw["metrics"]["test"] == pytest.approx(result.test)
     assert "training_state" not in raw
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert (raw["epoch"], raw["step"]) == (result.best_epoch, rows[result.best_epoch - 1]["step"])  # not the last
 
     last = Checkpoint.load(run / "last.pt")
     assert {"optimizer", "scheduler", "rng", "progress"} <= set(last.training_state)
@@ -219,6 +221,18 @@ def test_average_best_writes_the_evaluated_average_of_the_best_epochs(tmp_path, 
     assert result.val["mae"] not in maes  # the average's own validation score, not an epoch's
     assert evaluate_checkpoint(run / "best.pt", split="val")["metrics"] == pytest.approx(result.val)
     assert evaluate_checkpoint(run / "best.pt", split="test")["metrics"] == pytest.approx(result.test)
+
+
+def test_best_pt_records_the_step_of_its_epoch(tmp_path, write_tpsa_csv):
+    """A learning rate too high for the last epochs makes an earlier epoch the best: best.pt
+    says that epoch and the step it ended at, not the run's last step."""
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    run = tmp_path / "run"
+    result = train(tiny(csv, epochs=4, patience="off", monitor_blend=False, lr=0.2), out=run, console=False)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert result.best_epoch < 4  # else this test shows nothing
+    ckpt = Checkpoint.load(run / "best.pt")
+    assert (ckpt.epoch, ckpt.step) == (result.best_epoch, rows[result.best_epoch - 1]["step"])
 
 
 def test_refuses_to_overwrite_a_run(tmp_path, write_tpsa_csv):
