@@ -523,13 +523,22 @@ class Trainer:
             data=DataProvenance(dataset=str(dc.dataset), name=str(s.name), options=dict(dc.options),
                                 source=str(s.source), sizes=dict(s.sizes), data_root=dc.data_root,
                                 sha256=s.info.get("sha256")),
-            config=self.config.to_dict(),
+            config=self._config_record(),
             metrics=metrics if metrics is not None else {"val": dict(st.best_val)},
             kind=kind,
             epoch=st.best_epoch if kind == "best" else st.epoch,
             step=st.best_step if kind == "best" and st.best_step is not None else st.step,
             applicability=self._applicability(),
         )
+
+    def _config_record(self) -> dict[str, Any]:
+        """The run's configuration as a checkpoint records it: the companion's features as
+        validation chose them (the model's), not as the configuration proposed them, so that
+        a resumed run's checkpoints equal an uninterrupted one's."""
+        config = self.config.to_dict()
+        for key in ("companion_radius", "companion_properties"):
+            config["model"][key] = getattr(self.model_config, key)
+        return config
 
     def _applicability(self) -> ApplicabilityDomain:
         """The training split's applicability domain (what ``predict`` warns against), built once."""

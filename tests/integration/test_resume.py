@@ -88,6 +88,9 @@ def test_sigkill_mid_epoch_then_resume_matches_an_uninterrupted_run(tmp_path, wr
     assert rows(killed) == rows(full)  # every epoch's train loss and validation metrics
     assert results(killed) == results(full)
     assert "resumed" in (killed / "train.log").read_text()
+    records = [Checkpoint.load(run / "best.pt").config["model"] for run in (killed, full)]
+    assert records[0] == records[1]  # the companion's features as chosen, in both
+    assert records[0]["companion_radius"] == Checkpoint.load(full / "best.pt").model_config["companion_radius"]
 
 
 def test_default_writes_last_pt_every_30_seconds_and_a_kill_resumes_from_the_older_one(tmp_path, write_tpsa_csv,
