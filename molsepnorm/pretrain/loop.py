@@ -142,8 +142,6 @@ class Pretrainer:
         if run_dir is not None and not isinstance(run_dir, RunDir):
             run_dir = RunDir(run_dir)
         self.run_dir: Optional[RunDir] = run_dir if self.env.is_main else None
-        if po.threads and self.device.type == "cpu":
-            torch.set_num_threads(po.threads)
         self.use_bf16 = self.device.type == "cuda" and po.precision in ("auto", "bf16")
 
         seed_everything(po.seed)  # the same initial weights on every rank
@@ -191,8 +189,10 @@ class Pretrainer:
         """
         from molsepnorm.train.allocator import heap_for_large_blocks
 
+        from molsepnorm.train.threads import torch_threads
+
         with heap_for_large_blocks(self.device.type == "cpu" and self.options.cpu_malloc == "heap"), \
-                _stop.step_boundaries():
+                torch_threads(self.options.threads if self.device.type == "cpu" else None), _stop.step_boundaries():
             return self._fit()
 
     def _fit(self) -> PretrainResult:

@@ -159,8 +159,6 @@ class Trainer:
         if run_dir is not None and not isinstance(run_dir, RunDir):
             run_dir = RunDir(run_dir)
         self.run_dir: Optional[RunDir] = run_dir if self.env.is_main else None
-        if tc.threads and self.device.type == "cpu":
-            torch.set_num_threads(tc.threads)
         self.task: str = splits.task
         self.metric: str = splits.metric
         if self.metric not in HIGHER_IS_BETTER:
@@ -248,13 +246,16 @@ class Trainer:
         """Train until the epoch / step budget or early stopping, then test the best weights.
 
         On CPU with ``train.cpu_malloc: heap`` (the default), glibc's malloc serves large
-        blocks from its heap while this runs: a process-wide setting, restored when fit
-        returns (:mod:`molsepnorm.train.allocator`).
+        blocks from its heap while this runs, and torch uses ``train.threads`` threads:
+        process-wide settings, restored when fit returns (:mod:`molsepnorm.train.allocator`,
+        :mod:`molsepnorm.train.threads`).
         """
         from molsepnorm.train.allocator import heap_for_large_blocks
 
+        from molsepnorm.train.threads import torch_threads
+
         with heap_for_large_blocks(self.device.type == "cpu" and self.tc.cpu_malloc == "heap"), \
-                _stop.step_boundaries():
+                torch_threads(self.tc.threads if self.device.type == "cpu" else None), _stop.step_boundaries():
             return self._fit()
 
     def _fit(self) -> FitResult:

@@ -235,6 +235,31 @@ def test_best_pt_records_the_step_of_its_epoch(tmp_path, write_tpsa_csv):
     assert (ckpt.epoch, ckpt.step) == (result.best_epoch, rows[result.best_epoch - 1]["step"])
 
 
+def test_a_run_leaves_torchs_thread_count_as_it_found_it(tmp_path, write_tpsa_csv):
+    """train.threads is process-wide: a notebook that trains on one thread gets its threads back."""
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    before = torch.get_num_threads()
+    seen = []
+    try:
+        torch.set_num_threads(2)
+        from molsepnorm.train import loop
+
+        real = loop.Trainer._train_epoch
+
+        def spy(self):
+            seen.append(torch.get_num_threads())
+            return real(self)
+
+        loop.Trainer._train_epoch = spy
+        try:
+            train(tiny(csv, epochs=1), out=tmp_path / "run", console=False)  # train.threads: 1
+        finally:
+            loop.Trainer._train_epoch = real
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_refuses_to_overwrite_a_run(tmp_path, write_tpsa_csv):
     from molsepnorm.checkpoint.run_dir import RunDirError
 
