@@ -621,6 +621,23 @@ class Trainer:
         # the best epoch's validation scores are known; an average's, a blend's or the last weights' are not
         known = best_state is not None and not averaged and companion is None
         val = dict(st.best_val) if known else self.evaluate("val")
+        if averaged and st.best_value is not None:
+            # what the epochs were ranked by: the blend (monitor_blend), else the Graphormer alone
+            alone = companion is not None and self.blend is None
+            mine = (companion.scores["graphormer"]["val"] if alone else val).get(self.monitor)
+            if is_better(self.monitor, st.best_value, mine):
+                # the best of several epochs on these molecules scores higher on them than it will on
+                # others: below it is usual (docs/accuracy.md, "Choosing the checkpoint"), unless the run
+                # was too short for the average to leave its weak first epochs out
+                short = st.epoch < 2 * self.average_best
+                (log.warning if short else log.info)(
+                    "best.pt, the average of epochs %s, scores validation %s %.4f%s; the best epoch alone (%s) "
+                    "%.4f. %s --average-best 1 keeps the best epoch's weights", ", ".join(map(str, averaged)),
+                    self.monitor, mine, " (the Graphormer, before the companion's blend)" if alone else "",
+                    st.best_epoch, st.best_value,
+                    f"In {_count(st.epoch, 'epoch')} the average takes in weak early ones." if short else
+                    "The best of several epochs scores higher on the molecules that chose it than on others; "
+                    "the average predicts new molecules better (docs/accuracy.md, \"Choosing the checkpoint\").")
         history = self.run_dir.read_metrics() if self.run_dir is not None else []
         if self.run_dir is not None:
             if best_state is not None:
