@@ -180,11 +180,12 @@ class SepNorm(nn.Module):
     def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
         """Normalize ``x`` ``(B, L, D)`` (``(L, B, D)`` if ``layout="LBD"``); ``mask`` ``(B, L)``."""
         if x.dim() != 3:
-            hint = f"exclude={[self.module_name]!r}" if self.module_name else "exclude=[<its name>]"
+            hint = (f" A norm applied to pooled features is not a SepNorm slot: keep it a LayerNorm with "
+                    f"convert_to_sepnorm(model, exclude={[self.module_name]!r})." if self.module_name and x.dim() == 2
+                    else "")  # a converted norm meeting (B, D): the conversion's mistake; else the caller's input
             raise ValueError(
                 f"{self._label()} expects a token sequence of shape ({', '.join(self.layout)}) with the [CLS] "
-                f"token at position {self.cls_index}, got shape {tuple(x.shape)}. A norm applied to pooled "
-                f"features is not a SepNorm slot: keep it a LayerNorm with convert_to_sepnorm(model, {hint})."
+                f"token at position {self.cls_index}, got shape {tuple(x.shape)}.{hint}"
             )
         seq_dim = 1 if self.layout == "BLD" else 0
         B, L = x.shape[1 - seq_dim], x.shape[seq_dim]

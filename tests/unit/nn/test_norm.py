@@ -350,6 +350,11 @@ def test_sepnorm_rejects_bad_inputs_with_clear_errors():
     sep.module_name = "head.norm"
     with pytest.raises(ValueError, match=r"'head.norm'.*\(4, 6\).*exclude=\['head.norm'\]"):
         sep(torch.randn(4, D))
+    mine = SepNorm(D)  # built by hand, not by a conversion: no advice about one
+    for shape in ((4, D), (2, 3, 4, D)):
+        with pytest.raises(ValueError, match=r"expects a token sequence of shape \(B, L, D\)") as raised:
+            mine(torch.randn(*shape))
+        assert "convert_to_sepnorm" not in str(raised.value)
     x, mask = padded_batch()
     with pytest.raises(ValueError, match="key_padding_mask"):
         sep(x, ~mask)  # PyTorch's convention (True = padding) by mistake
