@@ -311,7 +311,7 @@ class RecordReader:
             if self.id_column not in fields:
                 if not self._columns_checked:  # the first record: a misspelt field, not a record without it
                     raise InputFormatError(
-                        f"{self.source}: record {index} (line {start}), the first one read, has no data field "
+                        f"{self.source}: record {index} (line {start}), the first readable one, has no data field "
                         f"{self.id_column!r} for --id-column; its fields: {', '.join(fields) or 'none'}. "
                         "Without --id-column a record's id is its title line.")
                 return Record(index, start, ident, "", error=f"the SDF record has no data field "

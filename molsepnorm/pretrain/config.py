@@ -290,6 +290,11 @@ def load_pretrain_config(path: Optional[PathLike] = None,
     return config
 
 
+def _plain(value: Any) -> Any:
+    """A YAML list and the tuple it became compare equal (``adam_betas``)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _note_unused_training_options(raw: Mapping[str, Any], options: PretrainOptions, source: str) -> None:
     """Warn when a training preset's ``train:`` section sets an option that pretraining also
     has (``lr``, ``batch_size``, ``seed``, ...) to another value than pretraining will use:
@@ -301,7 +306,7 @@ def _note_unused_training_options(raw: Mapping[str, Any], options: PretrainOptio
         return
     shared = {f.name for f in dataclasses.fields(PretrainOptions)}
     differing = [f"{key} {value!r} (pretraining: {getattr(options, key)!r})" for key, value in train.items()
-                 if key in shared and value != getattr(options, key)]
+                 if key in shared and _plain(value) != _plain(getattr(options, key))]
     if differing:
         warnings.warn(f"{source}: its train: section is for `molsepnorm train`; pretraining reads only its model: "
                       f"section, so these are not used: {', '.join(differing)}. Set them under pretrain: (or as "

@@ -70,6 +70,9 @@ from molsepnorm.train.step import TrainStep, resolve_loss, skip_or_stop
 
 log = logging.getLogger(LOGGER_NAME)
 
+#: under DDP, the steps between checks for a signal's stop (each check is a collective)
+STOP_CHECK_EVERY = 10
+
 
 @dataclass
 class FitResult:
@@ -386,7 +389,7 @@ class Trainer:
                     st.epoch_seconds += time.perf_counter() - t0
                     t0 = time.perf_counter()
                     self._save_last()  # mid-epoch; the end of the epoch writes its own
-                if ddp.any_rank(_stop.asked() is not None, self.env):  # every rank stops after the same step
+                if self._stop_asked():
                     st.epoch_seconds += time.perf_counter() - t0
                     t0 = time.perf_counter()
                     self._save_last()
@@ -397,6 +400,14 @@ class Trainer:
         finally:
             bar.close()
             st.epoch_seconds += time.perf_counter() - t0
+
+    def _stop_asked(self) -> bool:
+        """A signal's stop (:mod:`molsepnorm._stop`), agreed by every rank after the same step:
+        under DDP checked every ``STOP_CHECK_EVERY`` steps (a collective, which waits for the
+        device), in one process after every step."""
+        if self.env.is_distributed and self.state.step % STOP_CHECK_EVERY:
+            return False
+        return ddp.any_rank(_stop.asked() is not None, self.env)
 
     def _train_step(self, batch: GraphBatch, index: int) -> Optional[Any]:
         """:class:`~molsepnorm.train.step.TrainStep` on one batch, then the non-finite policy:
@@ -625,7 +636,7 @@ class Trainer:
             # what the epochs were ranked by: the blend (monitor_blend), else the Graphormer alone
             alone = companion is not None and self.blend is None
             mine = (companion.scores["graphormer"]["val"] if alone else val).get(self.monitor)
-            if is_better(self.monitor, st.best_value, mine):
+            if mine is not None and is_better(self.monitor, st.best_value, mine):
                 # the best of several epochs on these molecules scores higher on them than it will on
                 # others: below it is usual (docs/accuracy.md, "Choosing the checkpoint"), unless the run
                 # was too short for the average to leave its weak first epochs out

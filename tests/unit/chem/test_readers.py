@@ -153,7 +153,7 @@ def test_sdf_broken_record_is_kept_and_reading_goes_on(tmp_path: Path):
     assert "no data field 'code'" in by_field[1].error
     # a field the first record lacks is a misspelt --id-column, not a record without it: one
     # error up front, naming the fields there are, rather than an error on every row
-    with pytest.raises(InputFormatError, match=r"record 1 \(line 1\), the first one read, has no data field "
+    with pytest.raises(InputFormatError, match=r"record 1 \(line 1\), the first readable one, has no data field "
                                                r"'cod' for --id-column; its fields: code"):
         read(path, id_column="cod")
 
