@@ -192,7 +192,7 @@ class Pretrainer:
         from molsepnorm.train.threads import torch_threads
 
         with heap_for_large_blocks(self.device.type == "cpu" and self.options.cpu_malloc == "heap"), \
-                torch_threads(self.options.threads if self.device.type == "cpu" else None), _stop.step_boundaries():
+                torch_threads(self.options.threads if self.device.type == "cpu" else None):
             return self._fit()
 
     def _fit(self) -> PretrainResult:
@@ -210,38 +210,39 @@ class Pretrainer:
         self.pretext.train()
         batches = self.stream.batches(Position.from_dict(st.position))
         t0 = time.perf_counter()
-        try:
-            while stopped is None:
-                position, batch = next(batches)
-                done = self.step(batch)
-                if not done.applied:
-                    self._non_finite(done.problem, position, batch)
-                    st.position = position.to_dict()  # a resumed run does not meet this batch again
-                    t0 = time.perf_counter()
-                    continue
-                st.skipped_in_a_row = 0
-                st.step += 1
-                st.position = position.to_dict()
-                st.molecules += done.graphs
-                seconds = time.perf_counter() - t0
-                st.seconds += seconds
-                self._accumulate(done.loss, done.graphs, seconds)
-                bar.update(1)
-                if st.step % po.log_every == 0:
-                    row = self._log_row()
-                    bar.set_postfix(loss=f"{row['loss']:.4f}", refresh=False)
-                if st.step % po.checkpoint_every_steps == 0:
-                    self._save_last()
-                stopped = self._stop_reason()
-                if stopped == "signal":
-                    self._save_last()
-                    log.info("stopped by a signal after step %d; last.pt written: molsepnorm pretrain --resume %s",
-                             st.step, self.run_dir.path if self.run_dir is not None else "RUN")
-                    _stop.stop_now()
-                t0 = time.perf_counter()  # the checks and writes above are not training time
-        finally:
-            bar.close()
-            batches.close()
+        with _stop.step_boundaries():  # a signal here ends the step, writes last.pt, then stops; later, at once
+            try:
+                while stopped is None:
+                    position, batch = next(batches)
+                    done = self.step(batch)
+                    if not done.applied:
+                        self._non_finite(done.problem, position, batch)
+                        st.position = position.to_dict()  # a resumed run does not meet this batch again
+                        t0 = time.perf_counter()
+                        continue
+                    st.skipped_in_a_row = 0
+                    st.step += 1
+                    st.position = position.to_dict()
+                    st.molecules += done.graphs
+                    seconds = time.perf_counter() - t0
+                    st.seconds += seconds
+                    self._accumulate(done.loss, done.graphs, seconds)
+                    bar.update(1)
+                    if st.step % po.log_every == 0:
+                        row = self._log_row()
+                        bar.set_postfix(loss=f"{row['loss']:.4f}", refresh=False)
+                    if st.step % po.checkpoint_every_steps == 0:
+                        self._save_last()
+                    stopped = self._stop_reason()
+                    if stopped == "signal":
+                        self._save_last()
+                        log.info("stopped by a signal after step %d; last.pt written: molsepnorm pretrain --resume %s",
+                                 st.step, self.run_dir.path if self.run_dir is not None else "RUN")
+                        _stop.stop_now()
+                    t0 = time.perf_counter()  # the checks and writes above are not training time
+            finally:
+                bar.close()
+                batches.close()
         return self._finish(stopped)
 
     def _non_finite(self, problem: Optional[str], position: Position, batch: GraphBatch) -> None:

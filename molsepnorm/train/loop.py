@@ -258,7 +258,7 @@ class Trainer:
         from molsepnorm.train.threads import torch_threads
 
         with heap_for_large_blocks(self.device.type == "cpu" and self.tc.cpu_malloc == "heap"), \
-                torch_threads(self.tc.threads if self.device.type == "cpu" else None), _stop.step_boundaries():
+                torch_threads(self.tc.threads if self.device.type == "cpu" else None):
             return self._fit()
 
     def _fit(self) -> FitResult:
@@ -269,22 +269,23 @@ class Trainer:
         if self.monitor_blend and self.blend is None:
             self._prepare_blend()
         stopped = "epochs"
-        while self.state.epoch < self.max_epochs:
-            if self.tc.max_steps is not None and self.state.step >= self.tc.max_steps:
-                stopped = "max_steps"
-                break
-            if self.patience is not None and self.state.bad_epochs >= self.patience \
-                    and self.state.epoch >= self.earliest_stop:
-                stopped = "early_stopping"
-                break
-            self._train_epoch()  # a last, partial epoch when max_steps ends it
-            self._end_epoch()
-        if self._unsaved_seconds > 0:  # the last epoch's state, whatever train.checkpoint_every_seconds says
-            self._save_last()
-        if ddp.any_rank(_stop.asked() is not None, self.env):  # asked during the last epoch's validation
-            log.info("stopped by a signal after the last step, before testing; last.pt written: molsepnorm train "
-                     "--resume %s", self.run_dir.path if self.run_dir is not None else "RUN")
-            _stop.stop_now()
+        with _stop.step_boundaries():  # a signal here ends the step, writes last.pt, then stops; later, at once
+            while self.state.epoch < self.max_epochs:
+                if self.tc.max_steps is not None and self.state.step >= self.tc.max_steps:
+                    stopped = "max_steps"
+                    break
+                if self.patience is not None and self.state.bad_epochs >= self.patience \
+                        and self.state.epoch >= self.earliest_stop:
+                    stopped = "early_stopping"
+                    break
+                self._train_epoch()  # a last, partial epoch when max_steps ends it
+                self._end_epoch()
+            if self._unsaved_seconds > 0:  # the last epoch's state, whatever train.checkpoint_every_seconds says
+                self._save_last()
+            if ddp.any_rank(_stop.asked() is not None, self.env):  # asked during the last epoch's validation
+                log.info("stopped by a signal after the last step, before testing; last.pt written: molsepnorm "
+                         "train --resume %s", self.run_dir.path if self.run_dir is not None else "RUN")
+                _stop.stop_now()
         if stopped == "epochs" and self.tc.max_steps is not None and self.state.step >= self.tc.max_steps \
                 and (self.tc.epochs is None or self.state.epoch < self.max_epochs):
             stopped = "max_steps"
