@@ -98,9 +98,10 @@ def dataset_options(required: bool, deprecated_split: bool = False) -> Callable[
     """``--dataset`` and the options of a data set: where it is, and how to read and split a CSV / SDF."""
     options = [
         click.option("--dataset", "-d", required=required, default=None,
-                     help="zinc-subset, zinc, molhiv, nci-tpsa, a CSV/TSV (.csv, .tsv, .tab) of SMILES and targets, an "
-                          "SDF (.sdf, .sd, .mol) whose data fields hold the targets, or a .smi / .txt file of "
-                          "molecules (unlabelled: for analyze and prepare); any of them optionally .gz."),
+                     help="zinc-subset, zinc, molhiv, nci-tpsa, moses (unlabelled), a CSV/TSV (.csv, .tsv, .tab) of "
+                          "SMILES and targets, an SDF (.sdf, .sd, .mol) whose data fields hold the targets, or a "
+                          "file of SMILES (.smi, .smiles, .ism, .can, .txt: unlabelled, for analyze and prepare); "
+                          "any of them optionally .gz."),
         click.option("--data-root", type=click.Path(file_okay=False), default=None,
                      help=f"Folder holding raw data sets ({DATA_ROOT_DEFAULT})."),
         click.option("--smiles-column", default=None,
