@@ -33,7 +33,8 @@ NORM_NAMES = {"sep": "SepNorm", "share": "ShareNorm"}
 
 # what each number of the JSON means (written into it)
 DEFINITIONS = {
-    "embeddings": "graph-token ([CLS]) embedding after the final norm, the prediction head's input; "
+    "embeddings": "graph-token ([CLS]) embedding after the final norm, which the prediction head reads (with the "
+                  "atom states' sum under readout cls+sum); "
                   "eval mode (BatchNorm on running statistics), one row per molecule of the split: (M, D)",
     "singular_values": "singular values of the centered embedding matrix Z - mean(Z, 0), largest first",
     "singular_values_raw": "singular values of the embedding matrix Z itself, largest first",
@@ -224,7 +225,7 @@ def default_labels(paths: Sequence[Path], norms: Sequence[str]) -> list[str]:
     """``"SepNorm (sep-seed0)"``: the norm and the run directory (or file stem); unique."""
     labels = []
     for path, norm in zip(paths, norms):
-        where = path.parent.name if path.stem in ("best", "last") and path.parent.name else path.stem
+        where = path.parent.name if path.stem in ("best", "last", "encoder") and path.parent.name else path.stem
         labels.append(f"{NORM_NAMES.get(norm, norm)} ({where})")
     return _unique(labels)
 

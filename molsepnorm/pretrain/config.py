@@ -127,6 +127,10 @@ class PretrainOptions:
                               f"({', '.join(AUGMENTATIONS)})")
         for kind in self.augment:
             check_choice("pretrain.augment", kind, AUGMENTATIONS)
+        if self.objective != "masked" and isinstance(self.batch_size, int) and self.batch_size < 2:
+            raise ConfigError(f"pretrain.batch_size {self.batch_size} with objective {self.objective}: InfoNCE "
+                              "picks each molecule's other view among the batch's, so it needs at least 2 molecules "
+                              "(with 1 its loss is 0 and its accuracy 1 at every step)")
         if self.max_steps is None and self.time_budget is None:
             raise ConfigError("pretrain: give max_steps or time_budget (or both): a corpus is read in passes "
                               "for as long as the budget allows")

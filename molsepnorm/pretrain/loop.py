@@ -40,7 +40,7 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.chem.readers import Record
-from molsepnorm.pretrain.config import DEFAULT_WARMUP_WITHOUT_MAX_STEPS, PretrainExperiment
+from molsepnorm.pretrain.config import DEFAULT_WARMUP_WITHOUT_MAX_STEPS, ConfigError, PretrainExperiment
 from molsepnorm.pretrain.corpus import Corpus, open_corpus
 from molsepnorm.pretrain.objectives import PretextModel, describe, graph_targets
 from molsepnorm.pretrain.stream import CorpusStream, Position
@@ -150,9 +150,8 @@ class Pretrainer:
         pretext = ddp.maybe_sync_batchnorm(pretext, self.env).to(self.device)
         self.pretext: PretextModel = pretext
         self.model = ddp.wrap_ddp(pretext, self.env)
-        if "dropout" in po.augment and po.uses_contrastive and not self.model_config.dropout:
-            log.warning("augment 'dropout' with model.dropout = 0: the views differ only by the other "
-                        "augmentations (%s)", ", ".join(a for a in po.augment if a != "dropout") or "none")
+        self._check_views()
+        self._check_batch_norm()
 
         self.corpus = corpus or open_corpus(self.config.corpus)
         cc = self.config.corpus
@@ -179,6 +178,37 @@ class Pretrainer:
             torch.manual_seed(po.seed + 1_000_003 * self.env.rank)
         self.state = PretrainProgress(position=self.stream.start().to_dict())
         self.last_row: dict[str, Any] = {}  # the latest row of metrics.jsonl
+
+    def _check_views(self) -> None:
+        """What makes the contrastive objective's two views differ, checked against the model:
+        its dropout applies in every forward pass (each view draws its own), listed or not."""
+        po, mc = self.options, self.model_config
+        if not po.uses_contrastive:
+            return
+        rates = {name: getattr(mc, name) for name in ("dropout", "attention_dropout", "activation_dropout")
+                 if getattr(mc, name, 0)}
+        others = [a for a in po.augment if a != "dropout"]
+        if not rates and not others:
+            raise ConfigError("pretrain.augment is only 'dropout' and the model has no dropout (model.dropout, "
+                              "attention_dropout, activation_dropout are 0): the two views would be the same "
+                              "molecule, and the contrastive objective learns nothing. Add mask or drop_nodes "
+                              "(--augment mask,dropout), or give the model dropout")
+        if "dropout" in po.augment and not rates:
+            log.warning("augment 'dropout' with a model without dropout: the views differ only by %s",
+                        ", ".join(others))
+        elif rates and "dropout" not in po.augment:
+            log.info("the model's dropout (%s) also makes the views differ: it applies in every forward pass",
+                     ", ".join(f"{k} {v:g}" for k, v in rates.items()))
+
+    def _check_batch_norm(self) -> None:
+        """A batch norm kind with size-bucketed batches: as ``molsepnorm train`` warns."""
+        po, mc = self.options, self.model_config
+        batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
+        if po.batching == "bucket" and "batch" in batch_kinds:
+            log.warning("a batch norm (model %s) with size-bucketed batches: each batch holds molecules of one "
+                        "size, so pretraining normalizes size away and evaluation (running statistics: analyze, "
+                        "a frozen encoder) does not. Prefer pretrain.batching: random in the preset, or the "
+                        "batchrenorm kind", "cls_norm" if mc.cls_norm == "batch" and mc.norm == "sep" else "token_norm")
 
     # ------------------------------------------------------------------ training
     def fit(self) -> PretrainResult:
@@ -445,6 +475,13 @@ class Pretrainer:
                 "stopped": stopped, "seconds": st.seconds, "molecules": int(sums[0]), "invalid": int(sums[1]),
                 "pass": position.corpus_pass + 1, "last": last})
             log.info("finished (%s) after %d steps, %.0f s; encoder %s", stopped, st.step, st.seconds, encoder)
+            po = self.options
+            if stopped == "time_budget" and po.max_steps is not None and st.step < po.max_steps:
+                log.warning("the time budget ended the run at step %d of max_steps %d, over which the learning rate "
+                            "decays: it stopped at %.3g, its peak being %g%s. A --max-steps that the budget fits "
+                            "(steps/s in metrics.jsonl) anneals it", st.step,
+                            po.max_steps, self.scheduler.get_last_lr()[0], po.lr,
+                            ", still warming up" if st.step < self.warmup_steps else "")
         ddp.barrier(self.env)
         return PretrainResult(run_dir=self.run_dir.path if self.run_dir else None, steps=st.step, stopped=stopped,
                               seconds=st.seconds, molecules=int(sums[0]), passes=position.corpus_pass + 1,

@@ -181,6 +181,10 @@ class Trainer:
             load_init_weights(model, self.init, splits)
         if tc.freeze_encoder:
             log.info("encoder frozen: %d parameters of the head train", freeze_encoder(model))
+            if self.init is None:  # a probe of random features: fine when asked for, a surprise after init auto
+                log.warning("the frozen encoder is randomly initialized (train.init %s: from scratch), so only a "
+                            "head on random features trains; give --init ENCODER to probe a pretrained one",
+                            tc.init)
         model = ddp.maybe_sync_batchnorm(model, self.env).to(self.device)
         self.model = ddp.wrap_ddp(model, self.env)
         self.collate = GraphCollator(self.model_config.multi_hop_max_dist)

@@ -92,7 +92,11 @@ def test_freeze_encoder_trains_the_head_only(pre, tpsa, tmp_path):
     for key, value in encoder_items(init.state_dict).items():  # weights and norm statistics
         assert torch.equal(last.state_dict[key], value), key
     assert not torch.equal(last.state_dict["head.weight"], init.state_dict["head.weight"])
-    assert "encoder frozen" in (tmp_path / "probe" / "train.log").read_text()
+    log = (tmp_path / "probe" / "train.log").read_text()
+    assert "encoder frozen" in log and "randomly initialized" not in log
+    # a frozen encoder from scratch (init auto falls back to it for tiny.yaml's model): said, not silent
+    train(tiny(tpsa, epochs=1), out=tmp_path / "random", console=False, freeze_encoder=True)
+    assert "the frozen encoder is randomly initialized" in (tmp_path / "random" / "train.log").read_text()
 
 
 def test_continuing_a_fine_tuned_model_keeps_its_head_when_the_targets_match(tpsa, tmp_path, write_tpsa_csv):

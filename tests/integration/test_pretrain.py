@@ -349,6 +349,25 @@ def test_file_corpora_and_invalid_molecules(tmp_path, monkeypatch):
                 assert any("row 5 (id 'NSC3'): 'C1CC'" in str(w.message) for w in caught)
 
 
+def test_checks_of_what_the_objectives_need(tmp_path):
+    """InfoNCE needs two molecules a batch and two views that differ; the paper's batch norm
+    with size-bucketed batches is named; a time budget that ends the run before the learning
+    rate has decayed over max_steps says so."""
+    with pytest.raises(ConfigError, match="batch_size 1 with objective contrastive"):
+        config(**{"pretrain.objective": "contrastive", "pretrain.batch_size": 1})
+    plain = {"model.dropout": 0.0, "model.attention_dropout": 0.0, "model.activation_dropout": 0.0}
+    with pytest.raises(ConfigError, match="only 'dropout' and the model has no dropout"):
+        pretrain(config(**plain, **{"pretrain.objective": "contrastive", "pretrain.augment": ["dropout"]}),
+                 out=tmp_path / "same-views", console=False)
+    result = pretrain(config(**{"model.cls_norm": "batch", "pretrain.objective": "contrastive",
+                                "pretrain.augment": ["mask"], "pretrain.max_steps": 400, "pretrain.time_budget": 0.01}),
+                      out=tmp_path / "bn", console=False)
+    log = (tmp_path / "bn" / "train.log").read_text()
+    assert "a batch norm (model cls_norm) with size-bucketed batches" in log
+    assert "the model's dropout (dropout 0.1" in log  # tiny.yaml's: it makes the views differ too
+    assert result.stopped == "time_budget" and "the time budget ended the run at step" in log
+
+
 def test_moses_corpus_with_a_time_budget(tmp_path, data_root):
     """The first MOSES molecules, stopped by the time budget (warm-up, then a constant rate)."""
     result = pretrain(config(**{"corpus.corpus": "moses", "corpus.data_root": str(data_root), "corpus.limit": 2000,

@@ -120,3 +120,12 @@ def test_plot_runs_options_and_errors(tmp_path):
     rows = read_run(csv_only)
     assert rows[1] == {"epoch": 2, "step": 10, "train_loss": 1.0, "val_mae": 0.8, "best_val_mae": 0.8}
     assert_readable(plot_runs([csv_only]))
+
+
+def test_default_labels_name_the_run_of_a_best_last_or_encoder_checkpoint():
+    from molsepnorm.analysis.api import default_labels
+
+    paths = [Path("runs/pre-sep/encoder.pt"), Path("runs/pre-share/encoder.pt"), Path("runs/ft/best.pt"),
+             Path("models/mine.pt")]
+    assert default_labels(paths, ["sep", "share", "sep", "sep"]) == [
+        "SepNorm (pre-sep)", "ShareNorm (pre-share)", "SepNorm (ft)", "SepNorm (mine)"]
