@@ -176,6 +176,21 @@ class PretrainOptions:
     def uses_descriptors(self) -> bool:
         return self.descriptor_weight > 0
 
+    def unused_options(self) -> list[str]:
+        """The options set away from their defaults that this objective never reads
+        (``--augment`` with ``masked``, ``--mask-targets`` with ``contrastive``, ...)."""
+        unused = []
+        if not self.uses_contrastive:
+            unused += ["augment", "drop_rate", "temperature"]
+        if not self.uses_masked:
+            unused += ["mask_targets", "atom_loss", "atom_head"] + ([] if "mask" in self.augment else ["mask_rate"])
+        if self.objective != "both":  # the weights of the sum of the two
+            unused += ["masked_weight", "contrastive_weight"]
+        if not self.uses_motifs:
+            unused += ["motif_scale", "motif_environments"]
+        defaults = PretrainOptions()
+        return [name for name in unused if getattr(self, name) != getattr(defaults, name)]
+
 
 @dataclass
 class CorpusConfig:

@@ -366,6 +366,12 @@ def test_checks_of_what_the_objectives_need(tmp_path):
     assert "a batch norm (model cls_norm) with size-bucketed batches" in log
     assert "the model's dropout (dropout 0.1" in log  # tiny.yaml's: it makes the views differ too
     assert result.stopped == "time_budget" and "the time budget ended the run at step" in log
+    from molsepnorm.pretrain.config import PretrainOptions
+
+    options = PretrainOptions(objective="contrastive", mask_targets="type", motif_weight=0, motif_environments=16,
+                              max_steps=5)  # set, and not read by this objective
+    assert options.unused_options() == ["mask_targets", "motif_environments"]
+    assert PretrainOptions(objective="both", masked_weight=2.0, max_steps=5).unused_options() == []
 
 
 def test_moses_corpus_with_a_time_budget(tmp_path, data_root):
