@@ -154,9 +154,10 @@ class Pretrainer:
         self._check_batch_norm()
         unused = po.unused_options()
         if unused:
-            log.info("objective %s%s does not read %s (kept in config.yaml for another objective): %s", po.objective,
-                        "" if po.uses_motifs else " without motifs", "this option" if len(unused) == 1 else
-                        "these options", ", ".join(f"{name} {getattr(po, name)!r}" for name in unused))
+            log.info("objective %s%s does not read %s (kept in config.yaml for another objective): %s",
+                     po.objective, "" if po.uses_motifs else " without motifs",
+                     "this option" if len(unused) == 1 else "these options",
+                     ", ".join(f"{name} {getattr(po, name)!r}" for name in unused))
 
         self.corpus = corpus or open_corpus(self.config.corpus)
         cc = self.config.corpus
