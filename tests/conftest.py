@@ -110,6 +110,32 @@ def _sigkill_when(command: list[str], ready: Callable[[], bool], timeout: float 
     return proc.returncode
 
 
+def _sigterm_when(command: list[str], ready: Callable[[], bool], timeout: float = 240,
+                  poll: float = 0.01) -> tuple[int, str]:
+    """Start ``command``, send it SIGTERM (a batch system's time limit) as soon as ``ready()``
+    is true; fail if it ends before.  ``(exit status, stderr)`` once it has stopped."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline and not ready():
+            time.sleep(poll)
+        assert proc.poll() is None, "the run ended before it could be stopped: " + proc.stderr.read()[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, stderr
+
+
+@pytest.fixture(scope="session")
+def sigterm_when():
+    """``sigterm_when(command, ready, timeout=240, poll=0.01) -> (exit status, stderr)``: stop
+    a run (a subprocess) with SIGTERM the moment ``ready()`` says so."""
+    return _sigterm_when
+
+
 @pytest.fixture(scope="session")
 def sigkill_when():
     """``sigkill_when(command, ready, timeout=240, poll=0.01) -> exit status``: interrupt a

@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -239,6 +237,16 @@ def _cli(args: list[str]) -> list[str]:
     return [sys.executable, "-m", "molsepnorm.cli.pretrain", *args]
 
 
+def _resume_and_compare(run: Path, full: Path) -> None:
+    """``pretrain --resume run`` in a fresh process, then the same rows and last loss as ``full``."""
+    resumed = subprocess.run(_cli(["--resume", str(run), "--no-progress"]), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert rows(run) == rows(full)
+    assert json.loads((run / "results.json").read_text())["last"]["loss"] == \
+        json.loads((full / "results.json").read_text())["last"]["loss"]
+
+
 def test_sigkill_then_resume_from_the_command_line(tmp_path, sigkill_when):
     """A ``molsepnorm pretrain`` process killed with SIGKILL, resumed with ``--resume``, ends as
     the same run made by another process without interruption.  Every run is a fresh process:
@@ -260,15 +268,10 @@ def test_sigkill_then_resume_from_the_command_line(tmp_path, sigkill_when):
     assert not (run / "encoder.pt").exists()
     assert Checkpoint.load(run / "last.pt").training_state["progress"]["step"] < 60
 
-    resumed = subprocess.run(_cli(["--resume", str(run), "--no-progress"]), capture_output=True, text=True,
-                             timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert rows(run) == rows(tmp_path / "full")
-    assert json.loads((run / "results.json").read_text())["last"]["loss"] == \
-        json.loads((tmp_path / "full" / "results.json").read_text())["last"]["loss"]
+    _resume_and_compare(run, tmp_path / "full")
 
 
-def test_sigterm_writes_last_pt_at_the_step_it_stops_and_the_run_resumes_exactly(tmp_path):
+def test_sigterm_writes_last_pt_at_the_step_it_stops_and_the_run_resumes_exactly(tmp_path, sigterm_when):
     """SIGTERM from the command line (here through ``python -m molsepnorm.cli.pretrain``, what
     torchrun runs): the step in progress ends, last.pt is written there rather than at the last
     multiple of --checkpoint-every, the status is 143, and --resume ends as an uninterrupted run."""
@@ -277,28 +280,13 @@ def test_sigterm_writes_last_pt_at_the_step_it_stops_and_the_run_resumes_exactly
     full = subprocess.run(_cli([*args, "--out", str(tmp_path / "full")]), capture_output=True, text=True, timeout=300)
     assert full.returncode == 0, full.stderr[-3000:]
     run = tmp_path / "stopped"
-    proc = subprocess.Popen(_cli([*args, "--out", str(run)]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while proc.poll() is None and time.monotonic() < deadline and not (
-                (run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text().strip()):
-            time.sleep(0.01)
-        assert proc.poll() is None, "the run ended before it could be stopped"
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143 and "finishing this step" in stderr and "Traceback" not in stderr, stderr[-2000:]
+    metrics = run / "metrics.jsonl"
+    status, stderr = sigterm_when(_cli([*args, "--out", str(run)]),
+                                  lambda: metrics.exists() and bool(metrics.read_text().strip()))
+    assert status == 143 and "finishing this step" in stderr and "Traceback" not in stderr, stderr[-2000:]
     step = Checkpoint.load(run / "last.pt").training_state["progress"]["step"]
     assert 10 <= step < 60 and not (run / "encoder.pt").exists()  # not step 0, the last multiple of 1000
-    resumed = subprocess.run(_cli(["--resume", str(run), "--no-progress"]), capture_output=True, text=True,
-                             timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert rows(run) == rows(tmp_path / "full")
-    assert json.loads((run / "results.json").read_text())["last"]["loss"] == \
-        json.loads((tmp_path / "full" / "results.json").read_text())["last"]["loss"]
+    _resume_and_compare(run, tmp_path / "full")
 
 
 def test_file_corpora_and_invalid_molecules(tmp_path, monkeypatch):

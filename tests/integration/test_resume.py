@@ -479,7 +479,8 @@ def test_sigkill_at_random_moments_long(reference_run_8_epochs, tmp_path, seed):
     print(f"seed {seed}: killed at {seen}")
 
 
-def test_sigterm_finishes_the_step_writes_last_pt_and_the_run_resumes_exactly(tmp_path, write_tpsa_csv):
+def test_sigterm_finishes_the_step_writes_last_pt_and_the_run_resumes_exactly(tmp_path, write_tpsa_csv,
+                                                                              sigterm_when):
     """SIGTERM (a batch system's time limit) or Ctrl-C from the command line: the step in
     progress ends, last.pt is written there, the status is 143, and --resume ends like an
     uninterrupted run.  Before, the run stopped at once and lost everything since the last
@@ -488,20 +489,9 @@ def test_sigterm_finishes_the_step_writes_last_pt_and_the_run_resumes_exactly(tm
     full, stopped = tmp_path / "full", tmp_path / "stopped"
     run_ok(train_args(csv, full))
     args = [a for a in train_args(csv, stopped) if a not in ("--checkpoint-every", "3", "--checkpoint-seconds", "0")]
-    proc = subprocess.Popen(cli(args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        metrics = stopped / "metrics.jsonl"
-        deadline = time.monotonic() + 240
-        while proc.poll() is None and time.monotonic() < deadline and not (
-                metrics.exists() and len(metrics.read_text().splitlines()) >= 1):
-            time.sleep(0.01)
-        assert proc.poll() is None, "the run ended before it could be stopped"
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143, stderr[-2000:]
+    metrics = stopped / "metrics.jsonl"
+    status, stderr = sigterm_when(cli(args), lambda: metrics.exists() and bool(metrics.read_text().strip()))
+    assert status == 143, stderr[-2000:]
     assert "finishing this step and writing last.pt" in stderr and "Traceback" not in stderr
     state = last_state(stopped)
     assert 0 < state["step"] < 4 * STEPS_PER_EPOCH  # written where it stopped, not at step 0 (30 s rule)
