@@ -46,7 +46,13 @@ def load_splits(config: ExperimentConfig, env: ddp.DistEnv) -> Any:
         return splits.with_train_fraction(float(config.data.train_fraction))
 
     splits = ddp.on_main(env, load, what="load the data")  # a failure raises on every rank
-    return splits if env.is_main else load()
+    if env.is_main:
+        return splits
+    import warnings
+
+    with warnings.catch_warnings():  # rank 0 has said it (rows left out, copies across splits): once is enough
+        warnings.simplefilter("ignore")
+        return load()
 
 
 def _logging_warnings(load: Callable[[], Any]) -> Any:

@@ -17,15 +17,18 @@ TINY = REPO / "configs" / "tiny.yaml"
 
 def test_two_cpu_processes_train_with_rank0_io(tmp_path, write_tpsa_csv):
     csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    with open(csv, "a") as fh:  # a last row left out, with a warning
+        fh.write("not-a-smiles,1.0\n")
     run = tmp_path / "ddp"
     # 240 training molecules, batches of 32: 8 batches per epoch, 4 per rank
     args = ["--nproc", "2", "--config", str(TINY), "--dataset", str(csv), "--epochs", "2", "--batch-size", "32",
-            "--batching", "random", "--threads", "1", "--no-progress", "--out", str(run)]
+            "--batching", "random", "--threads", "1", "--no-progress", "--on-invalid", "skip", "--out", str(run)]
     done = subprocess.run([sys.executable, "-m", "molsepnorm.cli.train", *args], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "torch.distributed.run" in done.stderr and "--nproc_per_node=2" in done.stderr
     assert done.stdout.count("best epoch") == 1  # the summary is printed by rank 0 only
+    assert done.stderr.count("1 row(s) left out") == 1, done.stderr[-3000:]  # by rank 0 only, too
 
     log = (run / "train.log").read_text()
     assert "x 2 processes" in log
@@ -40,4 +43,4 @@ def test_two_cpu_processes_train_with_rank0_io(tmp_path, write_tpsa_csv):
     results = json.loads((run / "results.json").read_text())
     report = evaluate_checkpoint(run / "best.pt", split="test")  # a DDP checkpoint loads in one CPU process
     # the same numbers up to float summation order (the ranks ran 1 thread, this process may not)
-    assert report["metrics"]["mae"] == pytest.approx(results["test"]["mae"], rel=1e-6)
+    assert report["metrics"]["mae"] == pytest.approx(results["test"]["mae"], rel=1e-4)
