@@ -39,6 +39,8 @@ def _stop_cleanly_on_signals(ctx: click.Context) -> None:
     import signal
     import threading
 
+    from molsepnorm import _stop  # here, not in the handler: an import there can meet an import in progress
+
     if threading.current_thread() is not threading.main_thread():
         return
     defaults = {signal.SIGTERM: (signal.SIG_DFL, "SIGTERM"), signal.SIGINT: (signal.default_int_handler, "Ctrl-C")}
@@ -47,8 +49,6 @@ def _stop_cleanly_on_signals(ctx: click.Context) -> None:
             continue
 
         def stop(number: int, frame: Any, name: str = name) -> None:
-            from molsepnorm import _stop
-
             if _stop.ask(number):
                 click.echo(f"molsepnorm: {name}: finishing this step and writing last.pt, then stopping "
                            f"({name} again stops at once)", err=True)
