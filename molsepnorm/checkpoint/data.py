@@ -140,7 +140,7 @@ def checkpoint_data(
     if own_file and recorded_exists:
         dataset = str(recorded)  # from any folder, and never a namesake in this one
     elif own_file and not named and recorded is not None and here_exists:
-        from molsepnorm.data.labelled import outside_package_stacklevel
+        from molsepnorm._stacklevel import outside_package_stacklevel
 
         warnings.warn(f"{checkpoint.name}: the file it was trained on, {recorded}, no longer exists; reading "
                       f"{here.resolve()} instead", UserWarning, stacklevel=outside_package_stacklevel())
@@ -191,7 +191,7 @@ def _warn_if_changed(checkpoint: Checkpoint, splits: Any, own_split: bool) -> No
     content has changed since (its sha256, where the checkpoint recorded one), or, for the
     run's own split, other split sizes.  Its split is then not the model's, and its
     validation or test molecules may be ones the model was trained on."""
-    from molsepnorm.data.labelled import outside_package_stacklevel
+    from molsepnorm._stacklevel import outside_package_stacklevel
 
     trained_on = checkpoint.data
     now = splits.info.get("sha256") if isinstance(splits.info, dict) else None

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +30,7 @@ import torch
 from torch_geometric.data import InMemoryDataset
 from tqdm.auto import tqdm
 
+from molsepnorm._stacklevel import outside_package_stacklevel
 from molsepnorm.data.cache import build_once, cache_key, read_marker
 from molsepnorm.data.paths import PathLike
 from molsepnorm.data.registry import UNLABELLED, DatasetSplits, SkippedRow
@@ -58,16 +57,6 @@ class ProcessedGraphs(InMemoryDataset):
     def __init__(self, path: PathLike) -> None:
         super().__init__(None)
         self.load(str(path))
-
-
-def outside_package_stacklevel() -> int:
-    """``stacklevel`` for ``warnings.warn`` called from the caller of this function that
-    points at the first frame outside molsepnorm, so the warning names the user's line."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    level, frame = 1, sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def listing(lines: Sequence[str]) -> str:
@@ -362,15 +351,13 @@ def _warn_about_targets(y: np.ndarray, names: Sequence[str], task: str, inferred
         said.append(f"target(s) {', '.join(constant)} hold one value in every row: there is nothing to learn, "
                     "and their error (0) lowers the mean metric that picks best.pt. Leave them out with "
                     "--target-columns")
-    if task == "regression" and inferred and len(names) > 1:
-        binary = [names[j] for j, v in enumerate(present) if v.size and np.isin(v, (0.0, 1.0)).all()
-                  and not np.all(v == v[0])]
-        if binary:
-            said.append(f"column(s) {', '.join(map(repr, binary))} hold only 0 and 1, but the other targets are "
-                        "numbers, so every target is trained as regression (L1 loss, MAE). A 0/1 target is "
-                        "classified (probabilities, ROC-AUC) in a run of its own: --target-columns "
-                        f"{binary[0]}")
-    if task == "regression" and len(names) > 1 and not (inferred and any("hold only 0 and 1" in t for t in said)):
+    binary = [names[j] for j, v in enumerate(present) if v.size and np.isin(v, (0.0, 1.0)).all()
+              and not np.all(v == v[0])] if task == "regression" and inferred and len(names) > 1 else []
+    if binary:
+        said.append(f"column(s) {', '.join(map(repr, binary))} hold only 0 and 1, but the other targets are "
+                    "numbers, so every target is trained as regression (L1 loss, MAE). A 0/1 target is "
+                    f"classified (probabilities, ROC-AUC) in a run of its own: --target-columns {binary[0]}")
+    elif task == "regression" and len(names) > 1:  # a 0/1 column beside numbers says it all
         spreads = {names[j]: float(np.std(v)) for j, v in enumerate(present) if v.size > 1 and np.std(v) > 0}
         if len(spreads) > 1 and max(spreads.values()) > SCALE_RATIO_NOTED * min(spreads.values()):
             widest = max(spreads, key=spreads.__getitem__)

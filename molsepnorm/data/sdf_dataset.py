@@ -42,6 +42,7 @@ from typing import Any, BinaryIO, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
+from molsepnorm._stacklevel import outside_package_stacklevel
 from molsepnorm.chem.sdf import molblock_to_mol, sdf_blocks, sdf_data_fields
 from molsepnorm.data.cache import file_sha256
 from molsepnorm.data.labelled import (
@@ -51,7 +52,6 @@ from molsepnorm.data.labelled import (
     data_file,
     listing,
     load_rows,
-    outside_package_stacklevel,
     parse_split,
     parse_target,
 )

@@ -45,6 +45,7 @@ from molsepnorm.pretrain.corpus import Corpus, open_corpus
 from molsepnorm.pretrain.objectives import PretextModel, describe, graph_targets
 from molsepnorm.pretrain.stream import CorpusStream, Position
 from molsepnorm.train import distributed as ddp
+from molsepnorm.train.batching import bucketed_batch_norm
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
 from molsepnorm.train.state import capture_rng_state, restore_rng_state, seed_everything
@@ -151,7 +152,10 @@ class Pretrainer:
         self.pretext: PretextModel = pretext
         self.model = ddp.wrap_ddp(pretext, self.env)
         self._check_views()
-        self._check_batch_norm()
+        bucketed = bucketed_batch_norm(self.model_config, po.batching)
+        if bucketed:
+            log.warning("%s. Prefer pretrain.batching: random in the preset, or the batchrenorm kind "
+                        "(docs/accuracy.md).", bucketed)
         unused = po.unused_options()
         if unused:
             log.info("objective %s%s does not read %s (kept in config.yaml for another objective): %s",
@@ -205,16 +209,6 @@ class Pretrainer:
         elif rates and "dropout" not in po.augment:
             log.info("the model's dropout (%s) also makes the views differ: it applies in every forward pass",
                      ", ".join(f"{k} {v:g}" for k, v in rates.items()))
-
-    def _check_batch_norm(self) -> None:
-        """A batch norm kind with size-bucketed batches: as ``molsepnorm train`` warns."""
-        po, mc = self.options, self.model_config
-        batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
-        if po.batching == "bucket" and "batch" in batch_kinds:
-            log.warning("a batch norm (model %s) with size-bucketed batches: each batch holds molecules of one "
-                        "size, so pretraining normalizes size away and evaluation (running statistics: analyze, "
-                        "a frozen encoder) does not. Prefer pretrain.batching: random in the preset, or the "
-                        "batchrenorm kind", "cls_norm" if mc.cls_norm == "batch" and mc.norm == "sep" else "token_norm")
 
     # ------------------------------------------------------------------ training
     def fit(self) -> PretrainResult:

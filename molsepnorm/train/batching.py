@@ -18,7 +18,7 @@ repeating its first batches so that all ranks take the same number of steps.
 from __future__ import annotations
 
 import math
-from typing import Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 from torch.utils.data import Sampler
@@ -76,6 +76,20 @@ class RandomBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         n = math.ceil(self.num_items / self.batch_size)
         return math.ceil(n / self.num_replicas)
+
+
+def bucketed_batch_norm(model_config: Any, batching: str) -> Optional[str]:
+    """The warning for a batch norm kind (``cls_norm`` / ``token_norm``) of ``model_config``
+    with size-bucketed batches, or None: each batch holds molecules of one size, so
+    training normalizes size away and evaluation (running statistics) does not."""
+    kinds = {model_config.cls_norm, model_config.token_norm} if model_config.norm == "sep" \
+        else {model_config.token_norm}
+    if batching != "bucket" or "batch" not in kinds:
+        return None
+    which = "cls_norm" if model_config.cls_norm == "batch" and model_config.norm == "sep" else "token_norm"
+    return (f"a batch norm (model {which}) with size-bucketed batches: each batch holds molecules of one size, so "
+            "training normalizes size away and evaluation (running statistics: analyze, a frozen encoder) does "
+            "not")
 
 
 def _shard(batches: list[list[int]], num_replicas: int, rank: int) -> list[list[int]]:

@@ -52,7 +52,7 @@ from molsepnorm.inference.evaluate import applicability_warnings, evaluation_fra
 from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_ahead, is_better, summary_table
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
-from molsepnorm.train.batching import make_train_sampler
+from molsepnorm.train.batching import bucketed_batch_norm, make_train_sampler
 from molsepnorm.train.blend import ValidationBlend, component_scores, format_weights
 from molsepnorm.train.companion import CompanionFit, feature_name, fit_blend, prepare_blend
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
@@ -324,12 +324,9 @@ class Trainer:
         by = f"validation {self.monitor}" + (" of the blend with the companion" if self.monitor_blend else "")
         log.info("best.pt: %s", f"the average of the {self.average_best} best epochs' weights by {by}" if self.top
                  else f"the best epoch's weights by {by}")
-        batch_kinds = {mc.cls_norm, mc.token_norm} if mc.norm == "sep" else {mc.token_norm}
-        if tc.batching == "bucket" and "batch" in batch_kinds:
-            log.warning("a batch norm (model %s) with size-bucketed batches: each batch holds molecules of one "
-                        "size, so training normalizes size away and evaluation (running statistics) does not. "
-                        "Prefer --batching random, or the batchrenorm kind (docs/accuracy.md).",
-                        "cls_norm" if mc.cls_norm == "batch" and mc.norm == "sep" else "token_norm")
+        bucketed = bucketed_batch_norm(mc, tc.batching)
+        if bucketed:
+            log.warning("%s. Prefer --batching random, or the batchrenorm kind (docs/accuracy.md).", bucketed)
         if self.run_dir is not None:
             log.info("run directory %s", self.run_dir.path)
 

@@ -13,24 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from molsepnorm._stacklevel import outside_package_stacklevel
+
 NORM_KINDS = ("batch", "batchrenorm", "layer", "rms", "none")
 BATCH_KINDS = ("batch", "batchrenorm")  # the kinds with batch statistics
 SINGLE_SAMPLE_POLICIES = ("running", "raise")
-
-
-def caller_stacklevel() -> int:
-    """The ``stacklevel`` that attributes a warning to the first frame outside torch and
-    molsepnorm (the user's line), for a ``warnings.warn`` in the function calling this:
-    a norm deep inside a model would otherwise point at torch's ``Module._call_impl``."""
-    import os
-    import sys
-
-    inside = (os.path.dirname(torch.__file__) + os.sep,
-              os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep)
-    frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_code.co_filename.startswith(inside):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _check_mask(x: Tensor, mask: Optional[Tensor], owner: str) -> None:
@@ -280,7 +267,7 @@ class MaskedBatchNorm(MaskedNorm):
             warnings.warn(
                 f"{type(self).__name__}: 1 sample in training mode; normalizing it with the running "
                 "statistics (not updated). Use DataLoader(drop_last=True) to avoid batches of one.",
-                stacklevel=caller_stacklevel(),
+                stacklevel=outside_package_stacklevel(skip_torch=True),
             )
             return F.batch_norm(v, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
         if self.training and bn.running_mean is not None and in_backward_recompute():

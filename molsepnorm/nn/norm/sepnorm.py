@@ -11,8 +11,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from molsepnorm.nn.norm.masked import (BATCH_KINDS, MaskedLayerNorm, MaskedNorm, _norm_kwargs, caller_stacklevel,
-                                       create_norm)
+from molsepnorm._stacklevel import outside_package_stacklevel
+from molsepnorm.nn.norm.masked import BATCH_KINDS, MaskedLayerNorm, MaskedNorm, _norm_kwargs, create_norm
 
 LAYOUTS = ("BLD", "LBD")
 MIN_BATCH_EPS = 1e-5  # nn.BatchNorm1d's default; the floor of a converted [CLS] BatchNorm's eps
@@ -289,7 +289,7 @@ def _load_layer_norm_keys(module: SepNorm, state_dict: dict, prefix: str, local_
             f"{module._label()}: loaded from a LayerNorm's weights; its [CLS] norm's running statistics are "
             "not in that state dict and stay as they were (fresh: mean 0, variance 1). Re-estimate them on a "
             "few batches with molsepnorm.nn.recalibrate_cls_norms(model, batches) before evaluating.",
-            stacklevel=caller_stacklevel(),
+            stacklevel=outside_package_stacklevel(skip_torch=True),
         )
 
 
