@@ -12,7 +12,9 @@ import torch
 from torch import Tensor, nn
 
 from molsepnorm._stacklevel import outside_package_stacklevel
-from molsepnorm.nn.norm.masked import BATCH_KINDS, MaskedLayerNorm, MaskedNorm, _norm_kwargs, create_norm
+from molsepnorm.nn.norm.masked import (
+    BATCH_KINDS, MaskedBatchNorm, MaskedLayerNorm, MaskedNorm, _norm_kwargs, create_norm,
+)
 
 LAYOUTS = ("BLD", "LBD")
 MIN_BATCH_EPS = 1e-5  # nn.BatchNorm1d's default; the floor of a converted [CLS] BatchNorm's eps
@@ -68,7 +70,9 @@ class SepNorm(nn.Module):
     ``(B, L)``) applies. Loading the state dict of the LayerNorm this SepNorm replaced
     (``weight``, ``bias``) fills the token norm and the [CLS] norm's affine; a batch
     [CLS] norm then keeps its fresh statistics (mean 0, variance 1) and a warning says so:
-    re-estimate them with :func:`~molsepnorm.nn.calibrate.recalibrate_cls_norms`.
+    re-estimate them with :func:`~molsepnorm.nn.calibrate.recalibrate_cls_norms`. A
+    SepNorm made by that conversion whose first forward is in eval mode, with statistics
+    neither trained, recalibrated nor loaded, warns likewise (once).
     """
 
     def __init__(
@@ -100,6 +104,8 @@ class SepNorm(nn.Module):
         self.cls_from_mask = cls_from_mask
         self.module_name: Optional[str] = None
         self.context_mask: Optional[Tensor] = None
+        # set by convert_to_sepnorm: the special batch norms' statistics describe nothing yet
+        self.fresh_statistics = False
         kw = _norm_kwargs(cls_norm, eps, momentum, affine, single_sample, device, dtype)
         self.cls_norm = create_norm(cls_norm, dim, **kw)
         self.special_norms = nn.ModuleList([create_norm(cls_norm, dim, **kw) for _ in range(special_tokens - 1)])
@@ -154,6 +160,11 @@ class SepNorm(nn.Module):
                             dst.copy_(src)
         return sep
 
+    def __getstate__(self) -> dict:
+        # the last forward's padding mask (kept for checkpointing's recomputation) is not state:
+        # a pickled or copied model must not carry a batch's tensor
+        return {**super().__getstate__(), "context_mask": None}
+
     @property
     def special_tokens(self) -> int:
         """Special tokens with a norm of their own: the [CLS] and ``special_norms``."""
@@ -177,6 +188,27 @@ class SepNorm(nn.Module):
     def _label(self) -> str:
         return f"SepNorm {self.module_name!r}" if self.module_name else "SepNorm"
 
+    def _batch_statistics(self) -> list[nn.modules.batchnorm._BatchNorm]:
+        return [n.bn for n in self.separate_norms() if isinstance(n, MaskedBatchNorm) and n.bn.track_running_stats]
+
+    def _check_fresh_statistics(self) -> None:
+        """On the first forward after a conversion: warn if it normalizes with fresh statistics.
+
+        A forward whose batch norm trains (training, or :func:`recalibrate_cls_norms`)
+        estimates them; an eval-mode one uses mean 0 and variance 1, which for a pretrained
+        model's [CLS] are far from its real statistics (|[CLS]| grows 10-1000x in BERT / ViT).
+        """
+        self.fresh_statistics = False
+        norms = self._batch_statistics()
+        if norms and not any(bn.training for bn in norms):
+            warnings.warn(
+                "convert_to_sepnorm: evaluating a converted model whose [CLS] BatchNorms have fresh running "
+                "statistics (mean 0, variance 1), neither trained nor estimated: its [CLS] outputs are not the "
+                "model's. Call molsepnorm.nn.recalibrate_cls_norms(model, batches) on a few batches first "
+                "(or train, or load a state dict that holds them).",
+                stacklevel=outside_package_stacklevel(outermost_module=True),  # once per model call
+            )
+
     def forward(self, x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
         """Normalize ``x`` ``(B, L, D)`` (``(L, B, D)`` if ``layout="LBD"``); ``mask`` ``(B, L)``."""
         if x.dim() != 3:
@@ -187,6 +219,8 @@ class SepNorm(nn.Module):
                 f"{self._label()} expects a token sequence of shape ({', '.join(self.layout)}) with the [CLS] "
                 f"token at position {self.cls_index}, got shape {tuple(x.shape)}.{hint}"
             )
+        if getattr(self, "fresh_statistics", False):  # modules pickled before it existed lack it
+            self._check_fresh_statistics()
         seq_dim = 1 if self.layout == "BLD" else 0
         B, L = x.shape[1 - seq_dim], x.shape[seq_dim]
         if mask is None and self.context_mask is not None and tuple(self.context_mask.shape) == (B, L):
@@ -263,6 +297,8 @@ def _load_layer_norm_keys(module: SepNorm, state_dict: dict, prefix: str, local_
     found = {k: state_dict.pop(prefix + k) for k in ("weight", "bias") if prefix + k in state_dict}
     converted = any(k.startswith(prefix + part) for k in state_dict
                     for part in ("token_norm.", "cls_norm.", "special_norms."))
+    if any(k.startswith(prefix) and k.endswith(".running_var") for k in state_dict):
+        module.fresh_statistics = False  # statistics loaded (or, below, warned about)
     # a LayerNorm without affine (elementwise_affine=False) saved nothing: its absence is its state dict
     if converted or not (found or next(module.token_norm.parameters(), None) is None):
         return
@@ -285,6 +321,7 @@ def _load_layer_norm_keys(module: SepNorm, state_dict: dict, prefix: str, local_
                 state_dict[key + name] = buf.detach().clone()
                 fresh = fresh or name == "running_var"
     if fresh:
+        module.fresh_statistics = False  # this warning says it; the first eval forward need not
         warnings.warn(
             f"{module._label()}: loaded from a LayerNorm's weights; its [CLS] norm's running statistics are "
             "not in that state dict and stay as they were (fresh: mean 0, variance 1). Re-estimate them on a "

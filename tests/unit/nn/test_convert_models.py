@@ -427,6 +427,15 @@ def test_a_deep_copy_passes_the_mask_to_its_own_sepnorms_and_positional_masks_wo
     assert all(torch.equal(m.context_mask, batch["attention_mask"] != 0)
                for m in model.modules() if isinstance(m, SepNorm))
 
+    # the mask is the last batch's, not the model's: a pickle (torch.save of the module) or a copy leaves it
+    import pickle
+
+    for again in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert all(m.context_mask is None for m in again.modules() if isinstance(m, SepNorm))
+        again.eval()
+        with torch.no_grad():
+            assert torch.equal(again(**batch).last_hidden_state, model.eval()(**batch).last_hidden_state)
+
 
 def test_albert_shared_layer_norms_are_kept():
     """ALBERT calls one layer at every depth: a [CLS] BatchNorm there would blend all depths."""
@@ -581,3 +590,36 @@ def test_a_text_model_of_a_type_given_by_cls_index_gets_its_padding_mask():
     with pytest.warns(UserWarning, match="taken from the caller"):
         plan = plan_sepnorm(xlnet, cls_index=-1)
     assert plan.mask_argument == "attention_mask" and not plan.cls_from_mask  # a last [CLS] stays last
+
+
+# ------------------------------------------------- fresh statistics at evaluation
+def _eval_warnings(model: nn.Module, batch: dict) -> list:
+    model.eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # as a user sees them: once per message and line
+        with torch.no_grad():
+            model(**batch)
+    return [w for w in caught if "fresh running statistics" in str(w.message)]
+
+
+def test_evaluating_a_converted_model_before_its_statistics_exist_warns_once_at_the_callers_line():
+    batch = text_batch(seed=0)
+    fresh = _eval_warnings(convert_to_sepnorm(tiny_bert(), verbose=False), batch)
+    assert len(fresh) == 1 and fresh[0].filename == __file__  # every norm, one warning, at model(**batch)
+    assert "recalibrate_cls_norms" in str(fresh[0].message)
+
+    recalibrated = convert_to_sepnorm(tiny_bert(), verbose=False)
+    recalibrate_cls_norms(recalibrated, [text_batch(seed=s) for s in range(2)])
+    assert _eval_warnings(recalibrated, batch) == []
+
+    trained = convert_to_sepnorm(tiny_bert(), verbose=False)
+    train_briefly(trained, lambda s: text_batch(seed=s), bert_loss, steps=1)
+    assert _eval_warnings(trained, batch) == []
+
+    loaded = convert_to_sepnorm(tiny_bert(), verbose=False)  # a converted state dict holds the statistics
+    loaded.load_state_dict(trained.state_dict())
+    assert _eval_warnings(loaded, batch) == []
+
+    once = convert_to_sepnorm(tiny_bert(), verbose=False)
+    assert len(_eval_warnings(once, batch)) == 1
+    assert _eval_warnings(once, batch) == []  # said once per model, not at every call
