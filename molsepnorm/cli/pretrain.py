@@ -107,7 +107,7 @@ _OVERRIDES = {
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
               help="Continue the interrupted run in this directory from its last.pt.")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
-              help="Pretrain on N local processes with DDP (runs torchrun).")
+              help="Pretrain on N local processes with DDP (runs torchrun). --batch-size is per process.")
 @click.option("--num-workers", type=click.IntRange(min=0), default=None,
               help="Processes featurizing the next chunk while this one trains (default 0).")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (torch.set_num_threads).")

@@ -101,7 +101,9 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               help="Continue the interrupted run in this directory from its last.pt (with --dataset: where its "
                    "data file now is, checked to be the same content).")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
-              help="Train on N local processes with DDP (runs torchrun; gloo on CPU, NCCL on GPUs).")
+              help="Train on N local processes with DDP (runs torchrun; gloo on CPU, NCCL on GPUs). --batch-size is "
+                   "per process; when the batches do not divide evenly, the first ones are repeated so "
+                   "that every process takes the same number of steps.")
 @click.option("--batching", type=LibraryChoice("molsepnorm.train.config:BATCHINGS"), default=None,
               help="bucket: batches of similar-size molecules, less padding (default); random: shuffled batches.")
 @click.option("--patience", type=PATIENCE, default=None,

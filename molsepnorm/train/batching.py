@@ -3,11 +3,11 @@
 
 ``--batch-size N`` always means *graphs per batch* (per device under DDP):
 
-* ``batching: random`` (default, the reference recipe): each epoch the molecules are
+* ``batching: random`` (the reference recipe): each epoch the molecules are
   shuffled with ``seed + epoch`` and cut into ``ceil(n / N)`` batches of near-equal size
   (never more than N, and no straggler batch of one molecule, which would starve the
   graph token's BatchNorm);
-* ``batching: bucket``: :class:`~molsepnorm.data.sampler.SizeBucketBatchSampler` batches
+* ``batching: bucket`` (default): :class:`~molsepnorm.data.sampler.SizeBucketBatchSampler` batches
   of similar-size molecules, at most N graphs and ``max_tokens`` padded token slots
   (default ``N * (mean atoms + 1)``); less padding, but batches are less random.
 
@@ -104,7 +104,7 @@ def _shard(batches: list[list[int]], num_replicas: int, rank: int) -> list[list[
 def make_train_sampler(
     sizes: Sequence[int],
     batch_size: int,
-    batching: str = "random",
+    batching: str = "bucket",
     max_tokens: Optional[int] = None,
     seed: int = 0,
     num_replicas: int = 1,

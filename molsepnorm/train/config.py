@@ -224,7 +224,7 @@ class TrainConfig:
     eval_batch_size: Optional[int] = None  # graphs per evaluation batch; None: 2 * batch_size
     batching: str = "bucket"  # "random": shuffled batches of batch_size graphs;
     # "bucket": size-bucketed batches under max_tokens (at most batch_size graphs)
-    max_tokens: Optional[int] = None  # token budget of a bucketed batch; None: batch_size * mean size
+    max_tokens: Optional[int] = None  # token budget of a bucketed batch; None: batch_size * (mean atoms + 1)
     lr: Union[float, str] = "auto"  # peak learning rate; "auto": auto_lr of the task
     end_lr: float = 1e-9  # learning rate at the last step
     warmup_steps: Optional[int] = None  # linear warm-up steps; None: warmup_fraction of all steps
