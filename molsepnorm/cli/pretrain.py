@@ -23,6 +23,7 @@ _OVERRIDES = {
     "norm": "model.norm",
     "cls_norm": "model.cls_norm",
     "objective": "pretrain.objective",
+    "augment": "pretrain.augment",
     "mask_rate": "pretrain.mask_rate",
     "mask_targets": "pretrain.mask_targets",
     "atom_loss": "pretrain.atom_loss",
@@ -151,9 +152,7 @@ def _pretrain(flags: dict[str, Any]) -> Any:
     from molsepnorm.pretrain.api import pretrain as run_pretraining
     from molsepnorm.pretrain.config import load_pretrain_config
 
-    overrides = {key: flags[name] for name, key in _OVERRIDES.items()}
-    if flags["augment"] is not None:
-        overrides["pretrain.augment"] = [a.strip() for a in flags["augment"].split(",") if a.strip()]
+    overrides = {key: flags[name] for name, key in _OVERRIDES.items()}  # --augment's "mask,drop": split there
     config = load_pretrain_config(flags["config_path"], overrides)
     return run_pretraining(config, out=flags["out"])
 

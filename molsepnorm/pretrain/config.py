@@ -19,15 +19,16 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
-import yaml
 
 from molsepnorm.train.config import (
     NONFINITE,
     ConfigError,
+    SavesYaml,
     check_choice,
     check_optimization,
     check_positive,
     dataclass_from,
+    dotted_overrides,
     plain_paths,
     read_yaml,
     validate_model_section,
@@ -120,14 +121,13 @@ class PretrainOptions:
         check_choice("pretrain.atom_loss", self.atom_loss, ATOM_LOSSES)
         check_choice("pretrain.atom_head", self.atom_head, ATOM_HEADS)
         check_choice("pretrain.motif_scale", self.motif_scale, MOTIF_SCALES)
-        if isinstance(self.augment, str):
-            self.augment = [a.strip() for a in self.augment.split(",") if a.strip()]
-        if not self.augment and self.objective != "masked":
+        self.augment = augmentations(self.augment)
+        if not self.augment and self.uses_contrastive:
             raise ConfigError(f"pretrain.augment is empty: the contrastive objective needs two views that differ "
                               f"({', '.join(AUGMENTATIONS)})")
         for kind in self.augment:
             check_choice("pretrain.augment", kind, AUGMENTATIONS)
-        if self.objective != "masked" and isinstance(self.batch_size, int) and self.batch_size < 2:
+        if self.uses_contrastive and isinstance(self.batch_size, int) and self.batch_size < 2:
             raise ConfigError(f"pretrain.batch_size {self.batch_size} with objective {self.objective}: InfoNCE "
                               "picks each molecule's other view among the batch's, so it needs at least 2 molecules "
                               "(with 1 its loss is 0 and its accuracy 1 at every step)")
@@ -226,7 +226,7 @@ class CorpusConfig:
 
 
 @dataclass
-class PretrainExperiment:
+class PretrainExperiment(SavesYaml):
     """Model, pretraining and corpus configuration of one pretraining run."""
 
     model: dict[str, Any] = field(default_factory=dict)
@@ -269,18 +269,9 @@ class PretrainExperiment:
         model = {k: v for k, v in model.items() if k != "num_tasks"}  # the head is not pretrained
         options = dataclass_from(PretrainOptions, raw.get("pretrain") or {}, f"{source}: pretrain")
         options.adam_betas = tuple(float(b) for b in options.adam_betas)  # type: ignore[assignment]
-        if isinstance(options.augment, str):
-            options.augment = [a.strip() for a in options.augment.split(",") if a.strip()]
-        options.augment = list(options.augment)
+        options.augment = augmentations(options.augment)
         corpus = dataclass_from(CorpusConfig, raw.get("corpus") or {}, f"{source}: corpus")
         return cls(model=dict(model), pretrain=options, corpus=corpus)
-
-    def save_yaml(self, path: PathLike) -> None:
-        """Write the configuration to ``path`` as YAML, atomically (a torn one would block resume)."""
-        from molsepnorm._atomic import atomic_write
-
-        with atomic_write(path, fixed_temporary=True) as fh:
-            fh.write(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 def load_pretrain_config(path: Optional[PathLike] = None,
@@ -296,17 +287,19 @@ def load_pretrain_config(path: Optional[PathLike] = None,
     raw = read_yaml(path) if path is not None else {}
     source = str(path) if path is not None else "configuration"
     merged = PretrainExperiment.from_dict(raw, source=source).to_dict()
-    for dotted, value in (overrides or {}).items():
-        if value is None:
-            continue
-        section, _, key = dotted.partition(".")
-        if section not in merged or not key:
-            raise ConfigError(f"override {dotted!r}: expected model.KEY, pretrain.KEY or corpus.KEY")
+    for section, key, value in dotted_overrides(overrides or {}, ("model", "pretrain", "corpus")):
         merged[section][key] = value
     config = PretrainExperiment.from_dict(merged, source="overrides")
     config.validate()
     _note_unused_training_options(raw, config.pretrain, source)
     return config
+
+
+def augmentations(value: Union[str, list[str], tuple[str, ...]]) -> list[str]:
+    """``pretrain.augment`` as a list: ``"mask,drop"`` (a flag, a YAML string) or a list."""
+    if isinstance(value, str):
+        return [a.strip() for a in value.split(",") if a.strip()]
+    return list(value)
 
 
 def _plain(value: Any) -> Any:

@@ -54,9 +54,11 @@ from molsepnorm.train.step import TrainStep, skip_or_stop
 
 log = logging.getLogger(LOGGER_NAME)
 
-#: The metrics a row of metrics.jsonl averages over its steps (those of the objective).
+#: The order of a metrics.jsonl row's metrics, each the mean over its steps; a part of the
+#: objective not named here (``step.parts``) follows them, so none is left out.
 PARTS = ("loss", "masked_loss", "masked_acc", "visible_loss", "visible_acc", "contrastive_loss", "contrastive_acc",
          "motif_loss", "descriptor_loss")
+_COUNTS = ("steps", "graphs", "seconds")  # window totals that are not metrics
 DESCRIPTOR_REFERENCE = 2000  # corpus records whose molecules' descriptors standardize the descriptor targets
 MAX_INVALID_LOGGED = 20  # invalid molecules named in the log one by one; the rest are counted
 
@@ -308,9 +310,8 @@ class Pretrainer:
     def _log_row(self) -> dict[str, Any]:
         """The mean of the window's metrics over its steps and processes, appended to metrics.jsonl."""
         st, window = self.state, self.state.window
-        names = ["steps", "graphs", "seconds", "invalid", "molecules", *[p for p in PARTS if p in window]]
-        if "masked_atoms" in window:
-            names.append("masked_atoms")
+        parts = [p for p in PARTS if p in window] + sorted(set(window) - set(PARTS) - set(_COUNTS))
+        names = [*_COUNTS, "invalid", "molecules", *parts]  # the same on every process: the objective's parts
         values = [float(st.invalid) if n == "invalid" else float(st.molecules) if n == "molecules"
                   else float(window.get(n, 0.0)) for n in names]
         sums = dict(zip(names, ddp.all_reduce_sum(values, self.env)))
@@ -318,7 +319,7 @@ class Pretrainer:
         position = Position.from_dict(st.position)
         row: dict[str, Any] = {"step": st.step, "pass": position.corpus_pass + 1, "molecules": int(sums["molecules"]),
                                "lr": self.scheduler.get_last_lr()[0]}
-        row.update({name: sums[name] / steps for name in PARTS if name in sums})
+        row.update({name: sums[name] / steps for name in parts})
         row["invalid"] = int(sums["invalid"])
         if self.options.on_nonfinite == "skip":
             row["skipped_batches"] = st.skipped  # this process's, since the start

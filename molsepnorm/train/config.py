@@ -22,7 +22,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Iterator, Mapping, Optional, Union
 
 import yaml
 
@@ -347,8 +347,22 @@ class DataConfig:
             raise ConfigError(f"data.options must be a mapping, got {type(self.options).__name__}")
 
 
+class SavesYaml:
+    """``save_yaml`` for a configuration with ``to_dict`` (training and pretraining runs)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def save_yaml(self, path: PathLike) -> None:
+        """Write the configuration to ``path`` as YAML, atomically (a torn one would block resume)."""
+        from molsepnorm._atomic import atomic_write
+
+        with atomic_write(path, fixed_temporary=True) as fh:
+            fh.write(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
 @dataclass
-class ExperimentConfig:
+class ExperimentConfig(SavesYaml):
     """Model, training and data configuration of one run."""
 
     model: dict[str, Any] = field(default_factory=dict)
@@ -386,12 +400,6 @@ class ExperimentConfig:
         data.options = dict(data.options or {})
         return cls(model=dict(model), train=train, data=data)
 
-    def save_yaml(self, path: PathLike) -> None:
-        """Write the configuration to ``path`` as YAML, atomically (a torn one would block resume)."""
-        from molsepnorm._atomic import atomic_write
-
-        with atomic_write(path, fixed_temporary=True) as fh:
-            fh.write(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
 # model keys whose default is a value but which also take null (see GraphormerConfig)
@@ -480,15 +488,23 @@ def plain_paths(value: Any) -> Any:
     return value
 
 
-def apply_overrides(config: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:
-    """A copy of ``config`` with ``section.key`` values replaced (``None`` values skipped)."""
-    raw = config.to_dict()
+def dotted_overrides(overrides: Mapping[str, Any], sections: tuple[str, ...]) -> Iterator[tuple[str, str, Any]]:
+    """``(section, key, value)`` of each ``section.key`` override given (a ``None`` value is a
+    flag not given: skipped); a section not in ``sections`` is a :class:`ConfigError`."""
     for dotted, value in overrides.items():
         if value is None:
             continue
         section, _, key = dotted.partition(".")
-        if section not in raw or not key:
-            raise ConfigError(f"override {dotted!r}: expected model.KEY, train.KEY or data.KEY")
+        if section not in sections or not key:
+            expected = ", ".join(f"{name}.KEY" for name in sections[:-1]) + f" or {sections[-1]}.KEY"
+            raise ConfigError(f"override {dotted!r}: expected {expected}")
+        yield section, key, value
+
+
+def apply_overrides(config: ExperimentConfig, overrides: Mapping[str, Any]) -> ExperimentConfig:
+    """A copy of ``config`` with ``section.key`` values replaced (``None`` values skipped)."""
+    raw = config.to_dict()
+    for section, key, value in dotted_overrides(overrides, ("model", "train", "data")):
         if section == "data" and key not in {f.name for f in dataclasses.fields(DataConfig)}:
             raw["data"]["options"][key] = value  # a load_dataset option such as smiles_column
         else:
