@@ -1,6 +1,7 @@
 """The ``stacklevel`` that attributes a warning to the user's line, not to the package's."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -17,7 +18,7 @@ def outside_package_stacklevel(skip_torch: bool = False, outermost_module: bool 
     line that called the whole model, wherever the model's code lives: a transformers
     layer calling its norm is not the user's line), then outside molsepnorm and torch.
     """
-    inside = [_PACKAGE + os.sep]
+    inside: list[str] = [_PACKAGE + os.sep, os.path.abspath(contextlib.__file__)]  # a decorating context manager
     if skip_torch or outermost_module:
         import torch
 

@@ -272,10 +272,14 @@ class Checkpoint:
 
     # --- using -------------------------------------------------------------------------
     def build_model(self) -> "Graphormer":
-        """The Graphormer with these weights, in eval mode on CPU."""
+        """The Graphormer with these weights, float32, in eval mode on CPU."""
         from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 
-        model = Graphormer(GraphormerConfig.from_dict(dict(self.model_config)))
+        from molsepnorm._torch_state import float32_default
+
+        # float32 whatever the caller's default dtype; its random initial weights, replaced, leave the caller's draws
+        with torch.random.fork_rng(devices=[]), float32_default():
+            model = Graphormer(GraphormerConfig.from_dict(dict(self.model_config)))
         model.load_state_dict(self.state_dict)
         return model.eval()
 

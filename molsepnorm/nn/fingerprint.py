@@ -128,7 +128,7 @@ def _bucket_counts(idents: list[Tensor], mask: Tensor, bits: int) -> Tensor:
     """(B, bits): how many of the real atoms' identifiers (K of (B, N)) fall in each bucket."""
     B = mask.size(0)
     buckets = torch.stack(idents, -1) % bits  # (B, N, K)
-    counts = torch.zeros(B, bits, device=mask.device)
+    counts = torch.zeros(B, bits, device=mask.device, dtype=torch.float32)  # not the default dtype
     weight = mask.unsqueeze(-1).expand_as(buckets).float()
     counts.scatter_add_(1, buckets.reshape(B, -1), weight.reshape(B, -1))
     return counts

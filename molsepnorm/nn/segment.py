@@ -51,8 +51,8 @@ def _csr(row: Tensor, col: Tensor, num_rows: int, num_cols: int) -> Tensor:
     """A CSR matrix (num_rows, num_cols) of ones at (row[m], col[m]); ``row`` sorted."""
     crow = torch.zeros(num_rows + 1, dtype=torch.int32)
     torch.cumsum(torch.bincount(row, minlength=num_rows), 0, out=crow[1:])
-    return torch.sparse_csr_tensor(crow, col.to(torch.int32), torch.ones(row.numel()), (num_rows, num_cols),
-                                   check_invariants=False)
+    return torch.sparse_csr_tensor(crow, col.to(torch.int32), torch.ones(row.numel(), dtype=torch.float32),
+                                   (num_rows, num_cols), check_invariants=False)  # not the caller's default dtype
 
 
 def _argsort(key: Tensor, bound: int) -> Tensor:

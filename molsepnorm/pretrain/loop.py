@@ -221,7 +221,7 @@ class Pretrainer:
         """
         from molsepnorm.train.allocator import heap_for_large_blocks
 
-        from molsepnorm.train.threads import torch_threads
+        from molsepnorm._torch_state import torch_threads
 
         with heap_for_large_blocks(self.device.type == "cpu" and self.options.cpu_malloc == "heap"), \
                 torch_threads(self.options.threads if self.device.type == "cpu" else None):

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
+from molsepnorm._torch_state import library_call
 from molsepnorm.errors import DatasetFormatError, MolsepnormError
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.config import ExperimentConfig, read_yaml
@@ -119,6 +120,7 @@ def check_trainable(splits: Any) -> None:
         f"molecules, or a split column with train and val rows (--split-by column:NAME)")
 
 
+@library_call()
 def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: bool = True,
           init: Optional[PathLike] = None, freeze_encoder: Optional[bool] = None) -> Any:
     """Train a model as configured and write its run directory.
@@ -177,6 +179,7 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         ddp.teardown()
 
 
+@library_call()
 def resume(
     run_dir: PathLike,
     device: Optional[str] = None,

@@ -255,11 +255,11 @@ class Trainer:
         On CPU with ``train.cpu_malloc: heap`` (the default), glibc's malloc serves large
         blocks from its heap while this runs, and torch uses ``train.threads`` threads:
         process-wide settings, restored when fit returns (:mod:`molsepnorm.train.allocator`,
-        :mod:`molsepnorm.train.threads`).
+        :mod:`molsepnorm._torch_state`).
         """
         from molsepnorm.train.allocator import heap_for_large_blocks
 
-        from molsepnorm.train.threads import torch_threads
+        from molsepnorm._torch_state import torch_threads
 
         with heap_for_large_blocks(self.device.type == "cpu" and self.tc.cpu_malloc == "heap"), \
                 torch_threads(self.tc.threads if self.device.type == "cpu" else None):

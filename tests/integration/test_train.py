@@ -267,6 +267,43 @@ def test_a_run_leaves_torchs_thread_count_as_it_found_it(tmp_path, write_tpsa_cs
         torch.set_num_threads(before)
 
 
+
+def _draws() -> tuple:
+    import random
+
+    return torch.rand(3, dtype=torch.float32).tolist(), np.random.rand(3).tolist(), random.random()
+
+
+def _seed_all(seed: int) -> None:
+    import random
+
+    torch.manual_seed(seed), np.random.seed(seed), random.seed(seed)
+
+
+def test_a_run_and_a_loaded_model_leave_the_callers_random_state_and_default_dtype(tmp_path, write_tpsa_csv):
+    """A notebook's random draws after train() or Predictor.load() are the ones it would have
+    drawn without them, and a float64 default dtype neither leaks into the model nor stays changed."""
+    from molsepnorm import Predictor
+
+    csv = write_tpsa_csv(tmp_path / "tpsa300.csv")
+    _seed_all(123)
+    expected = _draws()
+    smiles = ["CCO", "c1ccccc1O", "CC(=O)Nc1ccc(O)cc1"]
+    try:
+        _seed_all(123)
+        torch.set_default_dtype(torch.float64)
+        train(tiny(csv, epochs=1), out=tmp_path / "run", console=False)  # seeds with train.seed 0
+        model = Predictor.load(tmp_path / "run" / "best.pt")  # builds random weights before loading them
+        assert _draws() == expected
+        assert torch.get_default_dtype() == torch.float64
+        assert all(p.dtype == torch.float32 for p in Checkpoint.load(tmp_path / "run" / "best.pt").build_model()
+                   .parameters())
+        under_float64 = model.predict(smiles)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert under_float64["error"].isna().all()
+    np.testing.assert_array_equal(under_float64["tpsa"], model.predict(smiles)["tpsa"])
+
 def test_refuses_to_overwrite_a_run(tmp_path, write_tpsa_csv):
     from molsepnorm.checkpoint.run_dir import RunDirError
 
