@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -270,6 +271,13 @@ def is_smi(name: PathLike) -> bool:
     return file_format(name) == "smi"
 
 
+def dataframe_hint(value: Any) -> str:
+    """For an in-memory table given where a data set's name or file is expected: how to make it one."""
+    if type(value).__name__ == "DataFrame":
+        return ": write the DataFrame to a CSV first (frame.to_csv('data.csv', index=False)) and give that path"
+    return ""
+
+
 def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any) -> DatasetSplits:
     """Load a data set with its train / val / test splits, building its cache on first use.
 
@@ -292,8 +300,11 @@ def load_dataset(name: PathLike, root: Optional[PathLike] = None, **options: Any
     Raises:
         DatasetNotFoundError: unknown name (with close matches), or raw files missing.
         DatasetFormatError: a file exists but cannot be used.
-        TypeError: an option the loader does not accept.
+        TypeError: an option the loader does not accept, or ``name`` is not a str or path.
     """
+    if not isinstance(name, (str, os.PathLike)):
+        raise TypeError(f"load_dataset: name must be a data set name or a file path, got a {type(name).__name__}"
+                        f"{dataframe_hint(name)}")
     text = str(name)
     file_loader = _file_loader(text) if isinstance(name, Path) or looks_like_table(text) else None
     if file_loader is not None:

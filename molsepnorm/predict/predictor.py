@@ -238,8 +238,10 @@ class Predictor:
         Args:
             molecules: a SMILES, an RDKit Mol, or a list / tuple / numpy array /
                 ``pandas.Series`` of them (None or NaN entries are missing molecules).
-            ids: one id per molecule (default: a Series' index if it is not a plain range,
-                a Mol's ``_Name``, else the 1-based position).
+            ids: one id per molecule (default: a Series' index labels unless it is the
+                default ``RangeIndex`` 0..n-1, a Mol's ``_Name``, else the 1-based position,
+                as the CLI numbers rows). To join the output back to a frame, pass
+                ``ids=frame.index``.
             strict: raise :class:`InvalidMoleculeError` at the first molecule that cannot
                 be predicted, instead of reporting it in ``error``.
 
@@ -407,8 +409,8 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
         items: list[Any] = [molecules]
     elif isinstance(molecules, pd.Series):
         items = molecules.tolist()
-        if ids is None and not isinstance(molecules.index, pd.RangeIndex):
-            ids = molecules.index.tolist()
+        if ids is None and not molecules.index.equals(pd.RangeIndex(len(molecules))):
+            ids = molecules.index.tolist()  # a filtered or sliced frame's rows keep their labels
     elif isinstance(molecules, np.ndarray):
         items = molecules.reshape(-1).tolist()
     elif isinstance(molecules, Iterable):

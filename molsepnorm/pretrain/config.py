@@ -238,6 +238,7 @@ class PretrainExperiment(SavesYaml):
         self.pretrain.validate()
         self.corpus.validate()
         validate_model_section(self.model)
+        self.check_writable()
         vocab = self.model.get("vocab")
         if vocab is not None and self.corpus.vocab is not None and vocab != self.corpus.vocab:
             raise ConfigError(f"model.vocab is {vocab!r} but corpus.vocab is {self.corpus.vocab!r}: give one "

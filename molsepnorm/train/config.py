@@ -323,8 +323,8 @@ class TrainConfig:
 class DataConfig:
     """Which data set to train on, where its raw files are, and how to split a CSV.
 
-    ``dataset`` is a registered name (``zinc-subset``, ``zinc``, ``molhiv``, ``nci-tpsa``)
-    or the path of a CSV file; ``options`` are passed on to
+    ``dataset`` is a registered name (``zinc-subset``, ``zinc``, ``molhiv``, ``nci-tpsa``, ...)
+    or the path of a CSV / SDF / SMILES file; ``options`` are passed on to
     :func:`molsepnorm.load_dataset` (for a CSV: ``smiles_column``, ``target_columns``,
     ``split``, ``seed``, ...).
     """
@@ -338,7 +338,14 @@ class DataConfig:
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` if no data set is named."""
-        if not self.dataset:
+        if not isinstance(self.dataset, (str, os.PathLike)):
+            if self.dataset is None:
+                raise ConfigError("data.dataset is not set: give --dataset NAME or a CSV path")
+            from molsepnorm.data.registry import dataframe_hint
+
+            raise ConfigError(f"data.dataset must be a data set name or a file path, got a "
+                              f"{type(self.dataset).__name__}{dataframe_hint(self.dataset)}")
+        if not str(self.dataset):
             raise ConfigError("data.dataset is not set: give --dataset NAME or a CSV path")
         if isinstance(self.train_fraction, bool) or not isinstance(self.train_fraction, (int, float)) \
                 or not 0 < self.train_fraction <= 1:
@@ -360,6 +367,21 @@ class SavesYaml:
         with atomic_write(path, fixed_temporary=True) as fh:
             fh.write(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
+    def check_writable(self) -> None:
+        """Raise :class:`ConfigError` now, before any data is loaded, if a value cannot be written
+        to the run's ``config.yaml`` (a numpy array, a ``pandas.Index`` given from Python)."""
+        for section, values in self.to_dict().items():
+            for key, value in (values.items() if isinstance(values, dict) else ()):
+                for inner, item in (value.items() if isinstance(value, dict) else [(None, value)]):
+                    try:
+                        yaml.safe_dump(item)
+                    except yaml.YAMLError:
+                        name = f"{section}.{key}" + (f".{inner}" if inner is not None else "")
+                        kind = f"{type(item).__module__.split('.')[0]}.{type(item).__name__}"  # numpy.ndarray
+                        raise ConfigError(f"{name} is a {kind}, which the run's "
+                                          "config.yaml cannot hold: give a str, a number, or a list of them "
+                                          "(e.g. list(...) of plain str)") from None
+
 
 @dataclass
 class ExperimentConfig(SavesYaml):
@@ -378,6 +400,7 @@ class ExperimentConfig(SavesYaml):
         self.train.validate()
         self.data.validate()
         validate_model_section(self.model)
+        self.check_writable()
 
     def to_dict(self) -> dict[str, Any]:
         """A plain-data copy (YAML- and checkpoint-safe)."""

@@ -73,6 +73,9 @@ def test_inputs_series_mols_and_ids(bundled_predictor):
     series = pd.Series(["CCO", "CCN"], index=["a", "b"])
     assert bundled_predictor.predict(series)["id"].tolist() == ["a", "b"]
     assert bundled_predictor.predict(pd.Series(["CCO", "CCN"]))["id"].tolist() == [1, 2]
+    frame = pd.DataFrame({"smiles": ["C", "CC", "CCO", "CCN", "CCC"]})
+    assert bundled_predictor.predict(frame["smiles"].iloc[2:4])["id"].tolist() == [2, 3]  # a slice keeps its labels
+    assert bundled_predictor.predict(frame["smiles"], ids=frame.index)["id"].tolist() == [0, 1, 2, 3, 4]
     mol = Chem.MolFromSmiles("OC(=O)c1ccccc1")
     mol.SetProp("_Name", "benzoic")
     from_mol = bundled_predictor.predict([mol, Chem.MolFromSmiles("CCO")])

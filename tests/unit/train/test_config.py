@@ -122,6 +122,28 @@ def test_bad_override_key():
         apply_overrides(ExperimentConfig(), {"optim.lr": 1.0})
 
 
+def test_values_from_a_notebook_that_a_run_cannot_use_are_refused_before_any_data_is_read(tmp_path):
+    """A DataFrame as the data set, a numpy array or pandas Index of target columns: each an error
+    at the configuration, not a crash after loading (config.yaml could not hold the array)."""
+    import numpy as np
+    import pandas as pd
+
+    from molsepnorm.data import load_dataset
+
+    frame = pd.DataFrame({"smiles": ["CCO", "CCN"], "y": [1.0, 2.0]})
+    with pytest.raises(ConfigError, match=r"got a DataFrame: write the DataFrame to a CSV first"):
+        load_experiment_config(None, {"data.dataset": frame})
+    with pytest.raises(TypeError, match=r"load_dataset: .* got a DataFrame: write the DataFrame to a CSV first"):
+        load_dataset(frame)
+    for columns in (np.array(["y"]), pd.Index(["y"])):
+        package = type(columns).__module__.split(".")[0]
+        with pytest.raises(ConfigError, match=rf"data.options.target_columns is a {package}\.{type(columns).__name__}"):
+            load_experiment_config(None, {"data.dataset": "y.csv", "data.target_columns": columns})
+    config = load_experiment_config(None, {"data.dataset": tmp_path / "y.csv", "data.target_columns": ["y"]})
+    config.save_yaml(tmp_path / "config.yaml")  # a Path and a list: written as str and list
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["data"]["dataset"] == str(tmp_path / "y.csv")
+
+
 def test_missing_and_malformed_files_name_the_file(tmp_path):
     with pytest.raises(ConfigError, match="nope.yaml"):
         load_experiment_config(tmp_path / "nope.yaml")
