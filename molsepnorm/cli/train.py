@@ -222,9 +222,9 @@ def _print_summary(result: Any) -> None:
         click.echo("no best.pt: no epoch gave a finite validation score (the warnings above say why); last.pt "
                    "holds the last weights")
     elif result.companion:
-        scores, metric = result.companion["scores"], next(iter(result.val), None)
+        scores, metric = result.companion["scores"], result.monitor or next(iter(result.val), None)
         weights, novel = result.companion["weights"], result.companion.get("weights_novel")
-        kind = "group-contribution model" if result.companion["counts"] == "raw" else "fingerprint model"
+        kind = f"{result.companion['kind']} model"
         if "radius" in result.companion and result.companion["counts"] == "raw":
             kind += f" on {feature_name(result.companion['radius'], result.companion.get('properties', False))}"
         if metric is not None and not any(weights.values()) and not any((novel or {}).values()):

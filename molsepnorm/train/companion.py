@@ -92,13 +92,19 @@ def companion_model_keys(companion: str, task: str) -> dict[str, Any]:
             "companion_counts": "raw"}
 
 
+def companion_kind(counts: str) -> str:
+    """What the companion is called: a linear model on raw atom-environment counts is a
+    group-contribution model (regression), one on log counts a fingerprint model."""
+    return "group-contribution" if counts == "raw" else "fingerprint"
+
+
 @dataclass
 class CompanionFit:
     """What :func:`fit_companion` (and :meth:`~molsepnorm.train.blend.ValidationBlend.choose`) did: per
     target, whether it was fitted (a binary target needs both classes among its training
     labels) and its blend weight, and the time taken."""
 
-    kind: str
+    kind: str  # companion_kind(counts): "group-contribution" or "fingerprint"
     weight: Union[float, str]  # what was asked: a number, or "auto"
     bits: int
     radius: int
@@ -121,6 +127,9 @@ class CompanionFit:
     # pair of weights (covered, novel) with its validation metric
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)
     scores: dict[str, Any] = field(default_factory=dict)  # filled by the trainer: each model's val / test metrics
+
+    def __post_init__(self) -> None:
+        self.kind = companion_kind(self.counts)  # a fit recorded before kind followed counts says "fingerprint"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -281,7 +290,7 @@ def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence
     companion.intercept.copy_(torch.as_tensor(intercept, dtype=companion.intercept.dtype, device=device))
     companion.set_weights(torch.as_tensor([blend if fitted[name] else 0.0 for name in target_names]))
     weights = {name: float(companion.weight[t]) for t, name in enumerate(target_names)}
-    return CompanionFit(kind="fingerprint", weight=weight, bits=companion.bits, radius=radius,
+    return CompanionFit(kind=companion_kind(companion.counts), weight=weight, bits=companion.bits, radius=radius,
                         counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
                         seconds=time.perf_counter() - start, weights=weights, weights_novel=dict(weights),
                         properties=properties, features=scores), chosen_val

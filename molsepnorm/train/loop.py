@@ -89,6 +89,7 @@ class FitResult:
     seconds: float = 0.0
     averaged_epochs: list[int] = field(default_factory=list)  # train.average_best: the epochs best.pt averages
     companion: Optional[dict[str, Any]] = None  # train.companion: what was fitted and each model's scores
+    monitor: str = ""  # the validation metric that picked best.pt (train.monitor, resolved)
 
 
 def resolve_config(config: ExperimentConfig, splits: Any) -> ExperimentConfig:
@@ -679,7 +680,7 @@ class Trainer:
         return FitResult(run_dir=self.run_dir.path if self.run_dir else None, best_epoch=st.best_epoch, val=val,
                          test=test, steps=st.step, epochs=st.epoch, stopped=stopped, history=history,
                          seconds=seconds, averaged_epochs=averaged,
-                         companion=companion.to_dict() if companion is not None else None)
+                         companion=companion.to_dict() if companion is not None else None, monitor=self.monitor)
 
     def _prepare_blend(self) -> None:
         """train.monitor_blend: fit the companion on the training split before the first epoch
@@ -700,7 +701,7 @@ class Trainer:
         if self.run_dir is not None:
             log.info("%s companion (%s) fitted on %d training molecules in %.1f s; best.pt and early "
                      "stopping follow the validation %s of its blend with the Graphormer, weights chosen every "
-                     "epoch", _companion_kind(fit), feature_name(fit.radius, fit.properties), fit.molecules,
+                     "epoch", fit.kind, feature_name(fit.radius, fit.properties), fit.molecules,
                      fit.seconds, self.monitor)
 
     def _fit_companion(self) -> Optional[CompanionFit]:
@@ -726,19 +727,13 @@ class Trainer:
         if self.run_dir is not None:
             log.info("%s companion (%s) fitted on %d training molecules in %.1f s; validation %s: "
                      "Graphormer %.4f, companion %.4f; %s them with weight %s on the companion",
-                     _companion_kind(fit), feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds,
-                     self.metric,
-                     fit.scores["graphormer"]["val"].get(self.metric, float("nan")),
-                     fit.scores["fingerprint"]["val"].get(self.metric, float("nan")),
+                     fit.kind, feature_name(fit.radius, fit.properties), fit.molecules, fit.seconds,
+                     self.monitor,
+                     fit.scores["graphormer"]["val"].get(self.monitor, float("nan")),
+                     fit.scores["fingerprint"]["val"].get(self.monitor, float("nan")),
                      "best.pt blends" if self._best_state is not None else "the last weights (no best.pt) blend",
                      format_weights(fit.weights, fit.weights_novel))
         return fit
-
-
-def _companion_kind(fit: CompanionFit) -> str:
-    """What the log calls the companion: a linear model on raw atom-environment counts is a
-    group-contribution model (regression), one on log counts a fingerprint model."""
-    return "group-contribution" if fit.counts == "raw" else "fingerprint"
 
 
 def _count(n: int, noun: str) -> str:

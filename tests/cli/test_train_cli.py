@@ -402,24 +402,28 @@ def test_an_invalid_row_stops_training_or_is_left_out_and_recorded_with_on_inval
         assert score()["num_molecules"] == 3
 
 
-@pytest.mark.parametrize("counts, weights, expected", [
-    ("raw", {"y": 0.0}, "best.pt is the Graphormer alone: a group-contribution model did not lower validation mae "
-                        "by 2% (Graphormer 0.5000, group-contribution model 0.7000)"),
-    ("raw", {"y": 0.75}, "best.pt blends the Graphormer with a group-contribution model (weight 0.75); validation "
-                         "mae: Graphormer 0.5000, group-contribution model 0.7000, blend 0.4000"),
-    ("log", {"y": 0.5}, "best.pt blends the Graphormer with a fingerprint model (weight 0.5)"),
-    ("raw", {"y": 1.0}, "best.pt blends the Graphormer with a group-contribution model on radius 0 + atom properties "
-                        "(weight 1)"),
+@pytest.mark.parametrize("counts, weights, monitor, expected", [
+    ("raw", {"y": 0.0}, "mae", "best.pt is the Graphormer alone: a group-contribution model did not lower validation "
+                               "mae by 2% (Graphormer 0.5000, group-contribution model 0.7000)"),
+    ("raw", {"y": 0.75}, "mae", "best.pt blends the Graphormer with a group-contribution model (weight 0.75); "
+                                "validation mae: Graphormer 0.5000, group-contribution model 0.7000, blend 0.4000"),
+    ("log", {"y": 0.5}, "mae", "best.pt blends the Graphormer with a fingerprint model (weight 0.5)"),
+    ("raw", {"y": 1.0}, "mae", "best.pt blends the Graphormer with a group-contribution model on radius 0 + atom "
+                               "properties (weight 1)"),
+    # --monitor rmse chose the weights: the summary gives rmse, not the data set's metric
+    ("raw", {"y": 0.75}, "rmse", "validation rmse: Graphormer 0.6000, group-contribution model 0.9000, blend 0.5000"),
 ])
-def test_the_summary_names_the_companion_and_says_when_it_was_left_out(capsys, counts, weights, expected):
+def test_the_summary_names_the_companion_and_says_when_it_was_left_out(capsys, counts, weights, monitor, expected):
     from types import SimpleNamespace
 
     from molsepnorm.cli.train import _print_summary
+    from molsepnorm.train.companion import companion_kind
 
-    scores = {"graphormer": {"val": {"mae": 0.5}}, "fingerprint": {"val": {"mae": 0.7}}}
-    result = SimpleNamespace(val={"mae": 0.4}, test={"mae": 0.45}, best_epoch=3, averaged_epochs=[], epochs=5,
-                             steps=50, stopped="epochs", seconds=2.0, run_dir=None,
-                             companion={"counts": counts, "weights": weights, "scores": scores,
+    scores = {"graphormer": {"val": {"mae": 0.5, "rmse": 0.6}}, "fingerprint": {"val": {"mae": 0.7, "rmse": 0.9}}}
+    result = SimpleNamespace(val={"mae": 0.4, "rmse": 0.5}, test={"mae": 0.45}, best_epoch=3, averaged_epochs=[],
+                             epochs=5, steps=50, stopped="epochs", seconds=2.0, run_dir=None, monitor=monitor,
+                             companion={"counts": counts, "kind": companion_kind(counts), "weights": weights,
+                                        "scores": scores,
                                         **({"radius": 0, "properties": True} if weights == {"y": 1.0} else {})})
     _print_summary(result)
     assert expected in capsys.readouterr().out

@@ -54,6 +54,7 @@ def test_regression_run_writes_a_complete_run_directory(tmp_path, write_tpsa_csv
     graphormer = result.companion["scores"]["graphormer"]["val"]["mae"]
     assert graphormer == pytest.approx(rows[result.best_epoch - 1]["val_mae"], rel=1e-5)
     assert result.val["mae"] <= graphormer
+    assert result.monitor == "mae" and result.companion["kind"] == "group-contribution"
 
 
 def test_best_checkpoint_describes_itself_and_rebuilds_the_model(tmp_path, write_tpsa_csv):
