@@ -37,7 +37,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
              split_by: Optional[str], split_seed: Optional[int], vocab: Optional[str], on_invalid: Optional[str],
              batch_size: int, device: str, json_path: Optional[str], predictions_path: Optional[str],
              applicability: bool, plot_path: Optional[str], threads: Optional[int]) -> None:
-    """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC (classification).
+    """Score a model: MAE / RMSE / R² (regression) or ROC-AUC / PR-AUC / log loss (classification).
 
     Without --dataset, the data set the model was trained on, split as in training.
 

@@ -8,13 +8,16 @@ read by): a CSV / TSV by :mod:`molsepnorm.data.csv_dataset`, an SD file by
 :mod:`molsepnorm.data.sdf_dataset`, a file of SMILES per line by
 :mod:`molsepnorm.data.smi_dataset`; an existing file of another suffix as a CSV.
 
-Adding a data set::
+Adding a data set: a module ``molsepnorm/data/my_set.py`` with ::
 
     @register_dataset("my-set", "my-alias")
     def load_my_set(root: Path, **options) -> DatasetSplits:
         ...
 
-``root`` is the resolved data root (see :mod:`molsepnorm.data.paths`).
+and its name in :data:`_BUILTIN_MODULES` (else it is never imported, and ``my-set`` is
+unknown).  ``root`` is the resolved data root (see :mod:`molsepnorm.data.paths`); the
+splits' ``metric`` is a name of :data:`molsepnorm.metric_names.HIGHER_IS_BETTER` (an
+OGB data set's evaluator: ``molsepnorm.inference.metrics.OGB_EVALUATORS``).
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import numpy as np
 from molsepnorm.data.paths import PathLike, resolve_data_root
 from molsepnorm.errors import DatasetNotFoundError, MolsepnormError
 from molsepnorm.formats import file_format
+from molsepnorm.metric_names import HIGHER_IS_BETTER
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,7 +42,6 @@ if TYPE_CHECKING:
 SPLIT_NAMES = ("train", "val", "test")
 PARTS = (*SPLIT_NAMES, "all")  # what a model can be scored or embedded on ("all": the three together)
 _SPLIT_ALIASES = {"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
-_METRIC_HIGHER_IS_BETTER = {"mae": False, "rmse": False, "rocauc": True}
 UNLABELLED = "unlabelled"  # the task of a corpus without targets (moses): no metric, nothing to fit
 _BUILTIN_MODULES = ("molsepnorm.data.zinc", "molsepnorm.data.molhiv", "molsepnorm.data.nci",
                     "molsepnorm.data.moses")
@@ -188,7 +191,7 @@ class DatasetSplits:
         """Whether a larger :attr:`metric` is a better model (ROC-AUC) or a smaller one (MAE)."""
         if not self.labelled:
             raise MolsepnormError(f"data set {self.name!r} is unlabelled: it has no metric")
-        return _METRIC_HIGHER_IS_BETTER[str(self.metric)]
+        return HIGHER_IS_BETTER[str(self.metric)]
 
     def to_frame(self) -> "pd.DataFrame":
         """The molecules of the three splits as a table in the data set's order: ``smiles``,

@@ -15,11 +15,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-# metric name -> True if larger is better
-HIGHER_IS_BETTER = {"mae": False, "rmse": False, "r2": True, "rocauc": True, "prauc": True, "logloss": False,
-                    "loss": False}
-REGRESSION_METRICS = ("mae", "rmse", "r2")
-BINARY_METRICS = ("rocauc", "prauc", "logloss")
+from molsepnorm.metric_names import BINARY_METRICS, HIGHER_IS_BETTER, REGRESSION_METRICS
+
 OGB_EVALUATORS = {"molhiv": "ogbg-molhiv", "ogbg-molhiv": "ogbg-molhiv"}
 
 

@@ -29,7 +29,7 @@ import yaml
 from molsepnorm._yaml import safe_load
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.inference.device import DEVICES
-from molsepnorm.inference.metrics import BINARY_METRICS, REGRESSION_METRICS
+from molsepnorm.metric_names import BINARY_METRICS, REGRESSION_METRICS
 
 PathLike = Union[str, os.PathLike]
 

@@ -5,6 +5,7 @@ to ``MOLSEPNORM_CACHE`` (content-addressed, so identical tables share one cache)
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -63,6 +64,7 @@ def test_regression_csv(tmp_path: Path, nci) -> None:
     path = write(tmp_path / "tpsa.csv", ["smiles", "tpsa"], [[s, t] for s, t in nci[:100]])
     splits = load_dataset(str(path), target_columns=["tpsa"], progress=False)
     assert splits.task == "regression" and splits.metric == "mae" and not splits.higher_is_better
+    assert dataclasses.replace(splits, metric="r2").higher_is_better  # every metric evaluation knows
     assert splits.target_names == ["tpsa"] and splits.vocab == "ogb"
     assert splits.sizes == {"train": 80, "val": 10, "test": 10}
     assert splits.skipped == []
