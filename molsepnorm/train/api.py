@@ -38,7 +38,8 @@ def default_run_dir(config: ExperimentConfig, root: PathLike = "runs") -> Path:
 
 
 def load_splits(config: ExperimentConfig, env: ddp.DistEnv) -> Any:
-    """``load_dataset`` for the data section; rank 0 first, so a cache is built only once."""
+    """``load_dataset`` for the data section; rank 0 first, so a cache is built only once.
+    Its warnings (rows left out, copies across splits) go to ``train.log`` too, from rank 0."""
     from molsepnorm.data.registry import load_dataset
 
     def load() -> Any:
@@ -46,7 +47,7 @@ def load_splits(config: ExperimentConfig, env: ddp.DistEnv) -> Any:
         check_trainable(splits)
         return splits.with_train_fraction(float(config.data.train_fraction))
 
-    splits = ddp.on_main(env, load, what="load the data")  # a failure raises on every rank
+    splits = ddp.on_main(env, lambda: _logging_warnings(load), what="load the data")  # a failure raises on every rank
     if env.is_main:
         return splits
     import warnings
@@ -160,7 +161,7 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         ddp.on_main(env, lambda: run_dir.create())
         setup_logger(run_dir if env.is_main else None, env.is_main, console=console)
         try:
-            splits = _logging_warnings(lambda: load_splits(config, env))
+            splits = load_splits(config, env)
         except DatasetFormatError as err:
             hinted = _with_vocabulary_hint(err, config, vocab_given)
             if hinted is err:

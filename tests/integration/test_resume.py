@@ -154,10 +154,12 @@ def test_a_run_begun_with_a_relative_data_path_resumes_from_another_folder(tmp_p
 
     (tmp_path / "start").mkdir()
     (tmp_path / "elsewhere").mkdir()
-    write_tpsa_csv(tmp_path / "start" / "tpsa.csv", n=120)
+    table = write_tpsa_csv(tmp_path / "start" / "tpsa.csv", n=120)
+    table.write_text(table.read_text() + "C1CC,40.0\n")  # a row left out, said in train.log by both runs
     monkeypatch.chdir(tmp_path / "start")
     config = lambda: load_experiment_config(TINY, {  # noqa: E731
-        "data.dataset": "tpsa.csv", "train.epochs": 2, "train.batch_size": 32, "train.seed": 3,
+        "data.dataset": "tpsa.csv", "data.on_invalid": "skip", "train.epochs": 2, "train.batch_size": 32,
+        "train.seed": 3,
         "train.checkpoint_every_steps": 2, "train.checkpoint_every_seconds": 0, "train.threads": 1,
         "train.progress": False})
     full = train(config(), out=tmp_path / "full", console=False)
@@ -169,6 +171,7 @@ def test_a_run_begun_with_a_relative_data_path_resumes_from_another_folder(tmp_p
     assert resumed.test == full.test and rows(tmp_path / "cut") == rows(tmp_path / "full")
     log = (tmp_path / "cut" / "train.log").read_text()
     assert f"tpsa.csv is not found from this folder: reading {tmp_path / 'start' / 'tpsa.csv'}" in log
+    assert log.count("1 row(s) left out of the data set") == 2  # training's and the resume's reading
 
 
 def test_a_run_whose_data_file_moved_resumes_when_told_where_it_is_and_only_on_the_same_content(
