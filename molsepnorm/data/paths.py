@@ -46,13 +46,6 @@ def resolve_data_root(data_root: Optional[PathLike] = None) -> Path:
     return default_data_root()
 
 
-def processed_dir(key: str) -> Path:
-    """The directory of one processed data set cache, ``<cache>/processed/<key>``."""
-    path = cache_root() / "processed" / key
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def processed_root() -> Path:
     """``<cache>/processed``: the parent of every processed data set cache (created on demand)."""
     path = cache_root() / "processed"

@@ -322,16 +322,14 @@ class Graphormer(nn.Module):
         """The graph-token embedding after the last norm: (B, D)."""
         return self.encode(batch)[:, 0]
 
-    def forward(self, batch: GraphBatch, return_embedding: bool = False) -> Tensor:
+    def forward(self, batch: GraphBatch) -> Tensor:
         """(B, num_tasks) outputs (logits for classification), blended with the fingerprint
-        companion's once it is fitted, or the (B, D) graph-token embedding with ``return_embedding``.
+        companion's once it is fitted (the graph-token embedding: :meth:`embed`).
 
         The head and the blend run in float32 with autocast off, so the outputs are float32
         under bf16 autocast too (docs/benchmarks.md, "Again on one H200 (2026-11-27, session 42):
         the regression blend in bf16")."""
         h = self.encode(batch)  # (B, N+1, D)
-        if return_embedding:
-            return h[:, 0]
         features = self.readout(h, batch)
         # bf16 keeps 8 bits of a regression value: too few for a value the companion predicts closely
         with torch.autocast(device_type=features.device.type, enabled=False):

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
-import torch
 from torch import Tensor
 
 from molsepnorm import _stop
@@ -48,7 +47,8 @@ from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import bucketed_batch_norm
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
-from molsepnorm.train.state import capture_rng_state, restore_rng_state, seed_everything
+from molsepnorm.train.state import (capture_rng_state, reseed_after_resize, restore_rng_state, seed_everything,
+                                    seed_rank)
 from molsepnorm.train.optimizer import make_adamw
 from molsepnorm.train.step import TrainStep, skip_or_stop
 
@@ -187,7 +187,7 @@ class Pretrainer:
         self.step = PretrainStep(self.model, self.optimizer, self.scheduler, "pretext", None, po.clip_norm,
                                  self.device, self.use_bf16, self.env)
         if self.env.is_distributed:  # different masks and dropout per rank, same weights
-            torch.manual_seed(po.seed + 1_000_003 * self.env.rank)
+            seed_rank(po.seed, self.env.rank)
         self.state = PretrainProgress(position=self.stream.start().to_dict())
         self.last_row: dict[str, Any] = {}  # the latest row of metrics.jsonl
 
@@ -353,7 +353,7 @@ class Pretrainer:
 
     def _log_start(self) -> None:
         mc, po, cc = self.model_config, self.options, self.config.corpus
-        n_params = sum(p.numel() for p in self.pretext.encoder.parameters())
+        n_params = self.pretext.encoder.num_parameters()
         log.info("corpus %s (%s), vocabulary %s%s; chunks of %d records, batches of %d (%s)", self.corpus.name,
                  self.corpus.source, self.config.vocab, f", first {cc.limit} records" if cc.limit else "",
                  cc.chunk_size, po.batch_size, po.batching)
@@ -455,7 +455,7 @@ class Pretrainer:
         log.warning("checkpoint written by %d processes, resumed on %d: the corpus continues after chunk %d and RNG "
                     "streams are re-seeded; the run goes on but will not match an uninterrupted one exactly",
                     len(ranks), self.env.world_size, furthest.block)
-        seed_everything(self.options.seed + 7919 * (self.state.step + 1) + self.env.rank)
+        reseed_after_resize(self.options.seed, self.state.step, self.env.rank)
 
     # ------------------------------------------------------------------ the end
     def _finish(self, stopped: str) -> PretrainResult:

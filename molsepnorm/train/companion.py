@@ -70,7 +70,7 @@ GROUP_FEATURES = ((0, False), (0, True), (1, False), (1, True))
 GROUP_L2 = 1e-5  # L2 penalty per training molecule: light, the counts are few and exact
 
 
-def resolve_companion(companion: str, task: str) -> str:
+def resolve_companion(companion: str) -> str:
     """``"fingerprint"`` or ``"none"``: ``"auto"`` fits a companion for every task.
 
     Why for every task: docs/accuracy.md, "A fingerprint companion" (classification) and "A

@@ -81,7 +81,7 @@ def with_task_defaults(config: "ExperimentConfig", task: str, num_train: int) ->
         resolved.train.batch_size = auto_batch_size(task, num_train)
     if resolved.train.lr == "auto":
         resolved.train.lr = auto_lr(task)
-    companion = resolve_companion(config.train.companion, task)
+    companion = resolve_companion(config.train.companion)
     keys = companion_model_keys(companion, task)
     if companion != "none" and config.model.get("companion_bits"):
         keys.pop("companion_bits")

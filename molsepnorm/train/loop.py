@@ -63,8 +63,8 @@ from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, in
 from molsepnorm.train.logs import LOGGER_NAME
 from molsepnorm.train.schedule import make_scheduler, resolve_warmup
 from molsepnorm.train.soup import TopEpochs
-from molsepnorm.train.state import (Progress, capture_rng_state, restore_rng_state, seed_everything,
-                                    training_state)
+from molsepnorm.train.state import (Progress, capture_rng_state, reseed_after_resize, restore_rng_state,
+                                    seed_everything, seed_rank, training_state)
 from molsepnorm.train.optimizer import make_adamw
 from molsepnorm.train.step import TrainStep, resolve_loss, skip_or_stop
 
@@ -218,7 +218,7 @@ class Trainer:
         self.step = TrainStep(self.model, self.optimizer, self.scheduler, loss, self.scaler, tc.clip_norm,
                               self.device, self.use_bf16, self.env)
         if self.env.is_distributed:  # different dropout masks per rank, same weights
-            torch.manual_seed(tc.seed + 1_000_003 * self.env.rank)
+            seed_rank(tc.seed, self.env.rank)
         self.state = Progress()
         self._best_state: Optional[dict[str, Tensor]] = None
         # more than one: the best epochs' weights, averaged into best.pt at the end
@@ -301,7 +301,7 @@ class Trainer:
         return result
 
     def _log_start(self) -> None:
-        n_params = sum(p.numel() for p in ddp.unwrap(self.model).parameters())
+        n_params = ddp.unwrap(self.model).num_parameters()
         s, mc, tc = self.splits, self.model_config, self.tc
         log.info("data %s: %s, targets %s; train %d, val %d, test %d", s.name, self.task,
                  ", ".join(s.target_names), len(s.train), len(s.val), len(s.test))
@@ -610,7 +610,7 @@ class Trainer:
         else:
             log.warning("checkpoint written by %d processes, resumed on %d: RNG streams are re-seeded, the run "
                         "continues but will not match an uninterrupted one exactly", len(rngs), self.env.world_size)
-            seed_everything(self.tc.seed + 7919 * (self.state.step + 1) + self.env.rank)
+            reseed_after_resize(self.tc.seed, self.state.step, self.env.rank)
 
     # ------------------------------------------------------------------ the end
     def _finish(self, stopped: str, seconds: float) -> FitResult:

@@ -77,6 +77,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def seed_rank(seed: int, rank: int) -> None:
+    """Under DDP, after the identical initial weights: each process its own torch stream
+    (different dropout masks), the same on every run."""
+    torch.manual_seed(seed + 1_000_003 * rank)
+
+
+def reseed_after_resize(seed: int, step: int, rank: int) -> None:
+    """A run resumed on another number of processes than wrote its checkpoint: the saved
+    streams do not map onto the new processes, so each is seeded from the seed, the step and
+    its rank (the run goes on, but not as an uninterrupted one would)."""
+    seed_everything(seed + 7919 * (step + 1) + rank)
+
+
 def capture_rng_state() -> dict[str, Any]:
     """Python, numpy, torch (and CUDA) RNG states, as tensors, ints and tuples only."""
     kind, keys, pos, has_gauss, cached = np.random.get_state()

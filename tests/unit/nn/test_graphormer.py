@@ -393,7 +393,7 @@ def test_sum_readout_reads_the_sum_of_atom_states():
             for b in range(h.size(0))])
         torch.testing.assert_close(model.readout(h, batch), expected, atol=ATOL, rtol=0)
         torch.testing.assert_close(model(batch), model.head(expected), atol=ATOL, rtol=0)
-        torch.testing.assert_close(model(batch, return_embedding=True), h[:, 0], atol=ATOL, rtol=0)
+        torch.testing.assert_close(model.embed(batch), h[:, 0], atol=ATOL, rtol=0)
 
 
 def test_defaults_are_the_cpu_model():

@@ -32,12 +32,10 @@ def model_with_companion(task: str) -> Graphormer:
 
 
 def test_auto_fits_a_companion_for_every_task_of_its_own_kind():
-    assert resolve_companion("auto", "binary") == "fingerprint"
-    assert resolve_companion("auto", "regression") == "fingerprint"
-    assert resolve_companion("none", "binary") == "none"
-    assert resolve_companion("none", "regression") == "none"
+    assert resolve_companion("auto") == "fingerprint"
+    assert resolve_companion("none") == "none"
     with pytest.raises(MolsepnormError, match="train.companion must be one of"):
-        resolve_companion("forest", "binary")
+        resolve_companion("forest")
     assert companion_model_keys("fingerprint", "binary") == {
         "companion_bits": COMPANION_BITS, "companion_radius": 2, "companion_blend": "probability",
         "companion_counts": "log"}
