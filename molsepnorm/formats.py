@@ -40,6 +40,16 @@ def format_suffix(name: Union[str, os.PathLike]) -> str:
     return path.suffix
 
 
+def output_stem(path: Union[str, os.PathLike]) -> str:
+    """The file name without its format suffix (and ``.gz``): ``a/mols.sdf.gz`` -> ``mols``;
+    what output files and run directories are named after."""
+    name = os.path.basename(os.fspath(path))
+    if name.lower().endswith(".gz"):
+        name = name[:-3]
+    stem, dot, _ = name.rpartition(".")
+    return stem if dot and stem else name
+
+
 def file_format(name: Union[str, os.PathLike]) -> Optional[str]:
     """The format (``smi`` / ``csv`` / ``tsv`` / ``sdf``) a file's suffix names, else None."""
     return SUFFIXES.get(format_suffix(name))

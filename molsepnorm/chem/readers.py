@@ -105,13 +105,6 @@ def detect_format(path: Union[str, Path]) -> str:
     return fmt
 
 
-def output_stem(path: Union[str, Path]) -> str:
-    """The file name without its format suffix (and ``.gz``): ``a/mols.sdf.gz`` -> ``mols``."""
-    p = Path(path)
-    name = p.stem if p.suffix.lower() == ".gz" else p.name
-    return Path(name).stem
-
-
 class RecordReader:
     """Iterate the :class:`Record` s of one input; a context manager that closes the file.
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from molsepnorm.predict.featurizing import resolve_workers
 from molsepnorm.predict.predictor import DEFAULT_CHUNK_SIZE, ChunkResult, Predictor, prediction_frame
-from molsepnorm.chem.readers import STDIN, RecordReader, output_stem
+from molsepnorm.chem.readers import STDIN, RecordReader
+from molsepnorm.formats import output_stem
 from molsepnorm.predict.writer import STDOUT, EmbeddingWriter, PredictionWriter, check_output_path
 
 if TYPE_CHECKING:

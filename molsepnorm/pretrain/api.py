@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional, Union
 
 from molsepnorm._torch_state import library_call
 from molsepnorm.checkpoint.run_dir import RunDir
+from molsepnorm.formats import output_stem
 from molsepnorm.pretrain.config import PretrainExperiment, load_pretrain_config
 from molsepnorm.pretrain.loop import PretrainResult
 from molsepnorm.train import distributed as ddp
@@ -27,7 +28,7 @@ log = logging.getLogger(LOGGER_NAME)
 
 def default_run_dir(config: PretrainExperiment, root: PathLike = "runs") -> Path:
     """``runs/pretrain-<corpus>-<objective>-seed<N>-<YYYYmmdd-HHMMSS>``."""
-    stem = Path(str(config.corpus.corpus)).name.split(".")[0]
+    stem = output_stem(str(config.corpus.corpus))
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path(root) / f"pretrain-{stem}-{config.pretrain.objective}-seed{config.pretrain.seed}-{stamp}"
 

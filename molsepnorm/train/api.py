@@ -12,7 +12,6 @@ import datetime as _dt
 import json
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
@@ -20,6 +19,7 @@ import numpy as np
 
 from molsepnorm._torch_state import library_call
 from molsepnorm.errors import DatasetFormatError, MolsepnormError
+from molsepnorm.formats import output_stem
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.config import ExperimentConfig, read_yaml
 from molsepnorm.checkpoint.run_dir import RunDir
@@ -31,8 +31,7 @@ log = logging.getLogger("molsepnorm.train")
 
 def default_run_dir(config: ExperimentConfig, root: PathLike = "runs") -> Path:
     """``runs/<data set>-<norm>-seed<N>-<YYYYmmdd-HHMMSS>``."""
-    stem = Path(str(config.data.dataset)).name
-    stem = re.sub(r"\.(csv|tsv|tab|sdf|sd)(\.gz)?$", "", stem, flags=re.IGNORECASE)
+    stem = output_stem(str(config.data.dataset))  # a name (zinc-subset) is its own stem
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path(root) / f"{stem}-{config.model.get('norm', 'sep')}-seed{config.train.seed}-{stamp}"
 

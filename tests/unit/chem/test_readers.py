@@ -13,9 +13,9 @@ from molsepnorm.chem.readers import (
     InputFormatError,
     RecordReader,
     detect_format,
-    output_stem,
     split_smi_line,
 )
+from molsepnorm.formats import output_stem
 
 
 def read(path, **kwargs):
@@ -32,6 +32,7 @@ def test_detect_format_and_stem():
         detect_format("mols.xyz")
     assert output_stem("a/mols.sdf.gz") == "mols"
     assert output_stem("a/mols.smi") == "mols"
+    assert output_stem("a/my.data.csv") == "my.data" and output_stem("MOLS.SDF.GZ") == "MOLS"
 
 
 def test_split_smi_line():

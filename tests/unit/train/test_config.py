@@ -267,3 +267,17 @@ def test_a_path_given_in_python_is_stored_as_text(tmp_path):
     assert saved.data.dataset == "data/x.csv" and saved.data.data_root == str(tmp_path)
     pretraining = load_pretrain_config(None, {"corpus.corpus": Path("data/corpus.smi"), "pretrain.max_steps": 5})
     assert pretraining.to_dict()["corpus"]["corpus"] == "data/corpus.smi"
+
+
+def test_default_run_directories_are_named_after_the_data_without_its_suffixes():
+    import re
+
+    from molsepnorm.pretrain.api import default_run_dir as pretrain_run_dir
+    from molsepnorm.pretrain.config import load_pretrain_config
+    from molsepnorm.train.api import default_run_dir
+
+    for dataset, stem in (("data/my.data.csv.gz", "my.data"), ("Mols.SDF", "Mols"), ("zinc-subset", "zinc-subset")):
+        name = default_run_dir(load_experiment_config(None, {"data.dataset": dataset})).name
+        assert re.fullmatch(rf"{re.escape(stem)}-sep-seed0-\d{{8}}-\d{{6}}", name), name
+    config = load_pretrain_config(None, {"corpus.corpus": "x/v1.2.smi", "pretrain.max_steps": 1})
+    assert re.fullmatch(r"pretrain-v1\.2-masked-seed0-\d{8}-\d{6}", pretrain_run_dir(config).name)
