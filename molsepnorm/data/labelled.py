@@ -229,10 +229,12 @@ def infer_task(task: Optional[str], y: np.ndarray, names: Sequence[str], place: 
 
 def check_options(vocab: str, on_invalid: str) -> None:
     """Raise ``ValueError`` for an unknown vocabulary or ``on_invalid``."""
-    if vocab not in ("ogb", "zinc"):
-        raise ValueError(f"vocab must be 'ogb' or 'zinc', got {vocab!r}")
+    from molsepnorm.chem.featurize import VOCABS
+
+    if vocab not in VOCABS:
+        raise ValueError(f"vocab must be one of {', '.join(map(repr, VOCABS))}, got {vocab!r}")
     if on_invalid not in ON_INVALID:
-        raise ValueError(f"on_invalid must be 'error' or 'skip', got {on_invalid!r}")
+        raise ValueError(f"on_invalid must be one of {', '.join(map(repr, ON_INVALID))}, got {on_invalid!r}")
 
 
 def load_rows(

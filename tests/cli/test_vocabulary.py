@@ -103,6 +103,24 @@ def test_choices_are_the_library_constants():
     assert result.exit_code == 2 and "'sep'" in result.output and "'share'" in result.output
 
 
+def test_the_help_names_every_data_set_corpus_and_file_suffix_the_library_reads():
+    """The help texts are written out (the CLI imports no data module to build them): this
+    keeps them in step with the registry, the named corpora and the file formats."""
+    from molsepnorm.data.registry import _CANONICAL, available_datasets
+    from molsepnorm.formats import SUFFIXES
+    from molsepnorm.pretrain.corpus import CORPORA
+
+    available_datasets()  # registers the built-in ones
+    helps = {verb: " ".join(" ".join((p.help or "").split()) for p in cli.commands[verb].params
+                            if p.name in ("dataset", "corpus")) for verb in ("train", "evaluate", "pretrain")}
+    for name in set(_CANONICAL.values()):
+        assert name in helps["train"] and name in helps["evaluate"], name
+    for name in CORPORA:
+        assert name in helps["pretrain"], name
+    for suffix in SUFFIXES:
+        assert suffix in helps["train"], suffix
+
+
 @pytest.mark.parametrize("model,words", [
     ("num_layer: 3", ["num_layer", "num_layers"]),  # a mistyped key: named, with the known keys
     ("norm: batch", ["norm must be one of", "sep", "share"]),  # a bad value: the allowed ones
