@@ -80,7 +80,7 @@ BUNDLED: dict[str, BundledModel] = {
             name="hiv-activity",
             checkpoints=("hiv-activity-seed0.pt", "hiv-activity-seed1.pt", "hiv-activity-seed2.pt"),
             card="hiv-activity.md",
-            summary="probability of HIV replication inhibition (molhiv, scaffold split, test ROC-AUC 0.788): an "
+            summary="probability of HIV replication inhibition (molhiv, scaffold split): an "
                     "ensemble of three SepNorm Graphormers fine-tuned from molhiv-encoder (seeds 0, 1, 2), each "
                     "blended with a fingerprint model",
         ),
@@ -114,7 +114,8 @@ BUNDLED: dict[str, BundledModel] = {
             checkpoints=("moses-encoder-zinc.pt",),
             card="moses-encoder-zinc.md",
             summary="pretrained encoder for zinc-subset / zinc (ZINC vocabulary): the default SepNorm Graphormer, "
-                    "masked atoms on 1.5M MOSES molecules; 21 % lower zinc-subset MAE with 10 % of the labels",
+                    "masked atoms on 1.5M MOSES molecules (its gain on zinc-subset with 10 % of the labels: its "
+                    "card)",
             kind="encoder",
         ),
     )

@@ -13,12 +13,12 @@ key                           content
 ``format_version``            :data:`FORMAT_VERSION` (checked on load; version 1 files are
                               read too, their model config completed as version 1 built it)
 ``package_version``           molsepnorm version that wrote it
-``kind``                      ``"best"`` or ``"last"``
+``kind``                      ``"best"``, ``"last"`` or ``"encoder"`` (pretraining's)
 ``created``                   ISO-8601 time of writing (UTC)
 ``model``                     ``{"config": GraphormerConfig.to_dict(), "state_dict": ...}``
 ``featurizer``                ``{"vocab", "featurizer_version", "encoding_version",
                               "multi_hop_max_dist"}``
-``task``                      ``{"type": "regression" | "binary", "target_names",
+``task``                      ``{"type": "regression" | "binary" | "pretrained", "target_names",
                               "metric", "higher_is_better"}``
 ``target_scaling``            ``{"mean": [...], "std": [...]}`` or None (not scaled)
 ``data``                      ``{"dataset", "name", "options", "source", "sizes",
@@ -30,9 +30,11 @@ key                           content
                               of :mod:`~molsepnorm.checkpoint.domain`; absent in checkpoints
                               written before it existed
 ``epoch``, ``step``           position in training when written (epochs completed)
-``training_state``            ``last`` only: optimizer, scheduler, RNG states, best-so-far,
-                              early-stopping counter, batches done in the current epoch
-                              (opaque here; :mod:`molsepnorm.train.state` owns it)
+``training_state``            ``last`` only: optimizer, scheduler, RNG states and the
+                              position; opaque here, owned by the loop that wrote it
+                              (:mod:`molsepnorm.train.state`: best-so-far, early-stopping
+                              counter, batches done in the epoch; :mod:`molsepnorm.pretrain.loop`:
+                              the corpus position)
 ============================  ==========================================================
 """
 from __future__ import annotations
@@ -155,10 +157,10 @@ class Checkpoint:
         featurizer, task, target_scaling, data: see the classes of these fields.
         config: the resolved experiment config of the run that wrote it (plain data).
         metrics: ``{"val": {...}, "test": {...}}`` as far as known.
-        kind: ``"best"`` or ``"last"``.
+        kind: ``"best"``, ``"last"`` or ``"encoder"`` (a pretrained encoder).
         epoch, step: position in training when written.
         training_state: ``last`` only, for ``--resume`` (plain data; see
-            :mod:`molsepnorm.train.state`).
+            :mod:`molsepnorm.train.state` and :mod:`molsepnorm.pretrain.loop`).
         applicability: the training split's applicability domain (None: a checkpoint
             written before molsepnorm recorded it; predictions then carry no warning).
         package_version, created: who wrote it, when.

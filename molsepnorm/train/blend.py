@@ -65,7 +65,7 @@ class ValidationBlend:
         y: (N, T) the validation targets, original units.
         own: (N, T) the companion's predictions alone, original units.
         covered: (N,) bool, the validation molecules whose every substructure occurs in the
-            training split (:func:`covered_rows`), or None: one weight for every molecule.
+            training split (:func:`~molsepnorm.train.companion.covered_rows`), or None: one weight for every molecule.
         fitted: per target, whether the companion was fitted (:attr:`~molsepnorm.train.companion.CompanionFit.fitted`).
         task, metric: the task and the validation metric that chooses the weights.
     """
