@@ -18,14 +18,14 @@ class InvalidMoleculeError(MolsepnormError, ValueError):
     Attributes:
         smiles: the input as given (SMILES string, or a description of the input).
         reason: why it failed, in RDKit's words where RDKit gave one
-            (parse error, valence, kekulization, unsupported element, ...).
+            (parse error, valence, kekulization, unsupported element, ...), on one line.
         source: the file the record came from, if any.
         row: the 1-based record or line number in ``source``, if any.
     """
 
     def __init__(self, smiles: str, reason: str, source: Optional[str] = None, row: Optional[int] = None):
         self.smiles = smiles
-        self.reason = reason
+        self.reason = " ".join(str(reason).split())  # one line, as an output file's cell holds it
         self.source = source
         self.row = row
         super().__init__(self._message())

@@ -15,6 +15,7 @@ not predict; ``molsepnorm train --init NAME`` fine-tunes it on labelled data.
 """
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -192,8 +193,10 @@ def resolve_models(spec: Union[PathLike, Sequence[PathLike]]) -> list[Path]:
         from molsepnorm.checkpoint.checkpoint import CheckpointError
 
         raise CheckpointError(f"checkpoint not found: {path} (nor is it a bundled model: {names})")
-    raise UnknownModelError(f"--model {str(spec)!r}: no such checkpoint file, and no bundled model of that "
-                            f"name (bundled: {names})")
+    close = difflib.get_close_matches(str(spec), list(BUNDLED), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise UnknownModelError(f"model {str(spec)!r}: no such checkpoint file, and no bundled model of that "
+                            f"name{hint} (bundled: {names})")
 
 
 #: the model a run directory holds, in order of preference: a training run's, a pretraining run's

@@ -56,8 +56,8 @@ class RunDir:
         """Make the directory for a new run; refuse one that already holds a run."""
         if self.last.exists() or self.metrics_jsonl.exists():
             raise RunDirError(
-                f"{self.path} already holds a run; continue it with --resume {self.path}, "
-                "or choose another --out directory"
+                f"{self.path} already holds a run; continue it (--resume {self.path}; in Python, "
+                f"resume({str(self.path)!r})), or choose another run directory (--out; out=)"
             )
         self.path.mkdir(parents=True, exist_ok=True)
 

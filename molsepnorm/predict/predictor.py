@@ -182,8 +182,9 @@ class Predictor:
         from molsepnorm.checkpoint import DEFAULT_MODEL, Checkpoint, resolve_models
         from molsepnorm.inference import Runner, resolve_device
 
-        if len(models) == 1 and isinstance(models[0], (list, tuple)):
-            models = tuple(models[0])  # Predictor.load(["a.pt", "b.pt"]) as well as load("a.pt", "b.pt")
+        if len(models) == 1 and not isinstance(models[0], (str, bytes, os.PathLike)) \
+                and isinstance(models[0], Iterable):  # load(["a.pt", "b.pt"]) (any iterable) as load("a.pt", "b.pt")
+            models = tuple(models[0])
         members = []
         for spec in list(models) or [DEFAULT_MODEL]:
             paths = resolve_models(spec)  # a bundled ensemble: every member
@@ -198,8 +199,8 @@ class Predictor:
 
     def __repr__(self) -> str:
         sources = ", ".join(m.source for m in self.members)
-        return (f"Predictor({sources}: {self.task}, targets {', '.join(self.target_names)}, "
-                f"{self.vocab} vocabulary, device {self.device})")
+        what = f"targets {', '.join(self.target_names)}" if self.target_names else "no head: embeddings only"
+        return f"Predictor({sources}: {self.task}, {what}, {self.vocab} vocabulary, device {self.device})"
 
     # --- what it predicts ------------------------------------------------------------------
     @property

@@ -167,6 +167,8 @@ def test_registry_and_resolution(tmp_path: Path):
     assert both == [BUNDLED["tpsa-nci-small"].paths[0], local, *members]
     with pytest.raises(UnknownModelError, match="bundled: tpsa-nci-small, hiv-activity"):
         resolve_model("nope")
+    with pytest.raises(UnknownModelError, match=r"model 'hiv-activty': .* did you mean 'hiv-activity'\?"):
+        resolve_model("hiv-activty")  # a typo, in words a notebook's Predictor.load reads too (no --model)
     assert resolve_model(f"{DEFAULT_MODEL}-seed1") == members[1]  # a member alone, by the name of its file
     run = tmp_path / "run"  # a run directory: its best.pt, or a pretraining run's encoder.pt
     run.mkdir()

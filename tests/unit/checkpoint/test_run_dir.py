@@ -15,7 +15,8 @@ def test_create_refuses_a_directory_that_holds_a_run(tmp_path):
     rd = RunDir(tmp_path / "run")
     rd.create()
     rd.append_metrics({"epoch": 1, "val_mae": 0.5})
-    with pytest.raises(RunDirError, match="--resume"):
+    with pytest.raises(RunDirError, match=r"--resume .*run; in Python, resume\('.*run'\)\), or choose another run "
+                                          r"directory \(--out; out=\)"):
         RunDir(tmp_path / "run").create()
 
 

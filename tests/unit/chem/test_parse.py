@@ -58,7 +58,7 @@ def test_valence_error_lists_every_bad_atom() -> None:
 
 
 def test_kekulization_error_lists_the_atoms() -> None:
-    assert reason_of("c1cccc1") == "Can't kekulize mol.  Unkekulized atoms: 0 1 2 3 4"
+    assert reason_of("c1cccc1") == "Can't kekulize mol. Unkekulized atoms: 0 1 2 3 4"  # RDKit's, on one line
 
 
 def test_hypervalent_aluminium_from_molhiv_is_rejected() -> None:

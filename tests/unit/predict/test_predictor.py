@@ -66,6 +66,7 @@ def test_invalid_rows_keep_their_place_and_reason(bundled_predictor):
     assert "unclosed ring" in frame["error"][1]
     assert "missing value" in frame["error"][2]
     assert "kekulize" in frame["error"][4]
+    assert "  " not in frame["error"][4] and "\n" not in frame["error"][4]  # one line, as the CLI's CSV cell
     assert frame["tpsa"].isna().tolist() == [False, True, True, True, True, False]
 
 
@@ -181,6 +182,12 @@ def test_unknown_model_names_the_bundled_ones():
 
     with pytest.raises(UnknownModelError, match="tpsa-nci-small"):
         Predictor.load("no-such-model")
+
+
+def test_models_given_as_any_iterable_keep_their_names_and_an_encoder_says_it_has_no_head():
+    from_generator = Predictor.load(name for name in ["tpsa-nci-small"])
+    assert repr(from_generator).startswith("Predictor(tpsa-nci-small: regression, targets tpsa, ogb vocabulary")
+    assert "no head: embeddings only" in repr(Predictor.load("molhiv-encoder"))
 
 
 def test_molecules_over_max_atoms_get_a_row_with_the_reason(tmp_path):
