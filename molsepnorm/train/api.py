@@ -24,6 +24,7 @@ from molsepnorm.train import distributed as ddp
 from molsepnorm.train.config import ExperimentConfig, read_yaml
 from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.train.logs import close_logger, setup_logger
+from molsepnorm.train.trainable import check_trainable, refuse_unlabelled_file
 
 PathLike = Union[str, os.PathLike]
 log = logging.getLogger("molsepnorm.train")
@@ -85,41 +86,6 @@ def _with_vocabulary_hint(err: DatasetFormatError, config: ExperimentConfig, voc
                               "molhiv-encoder, or --init none")
 
 
-def _refuse_unlabelled_file(dataset: Any) -> None:
-    """A ``.smi`` file has no targets: say so before reading it (and listing its invalid rows)."""
-    from molsepnorm.data.registry import is_smi
-
-    if dataset is not None and is_smi(str(dataset)):
-        raise MolsepnormError(f"{dataset} is a SMILES file, without targets, and training fits targets: a .smi file "
-                              "holds SMILES and names only: give the targets in a CSV or SD file (a .smi file serves "
-                              "pretraining, prediction and analysis)")
-
-
-def check_trainable(splits: Any) -> None:
-    """Refuse a data set whose training or validation split is empty, before any training:
-    validation picks ``best.pt`` (and the companion's blend), so a run without it would end
-    with no model.  An empty test split only means no test metrics (logged by the trainer).
-
-    Raises:
-        DatasetFormatError: naming the source, the three sizes and what to do.
-    """
-    sizes = dict(splits.sizes)
-    empty = [part for part in ("train", "val") if sizes[part] == 0]
-    if not empty or not splits.labelled:  # unlabelled: the trainer says so, a reason that comes first
-        return
-    total = sum(sizes.values())
-    method, fractions = str(splits.info.get("split", "")), splits.info.get("sizes")
-    if method.startswith("column"):
-        how = f"its split column {method[len('column:'):]!r} gives"
-    else:
-        how = f"a {method or 'random'} split" + (f" at sizes {tuple(fractions)}" if fractions else "") + " leaves"
-    raise DatasetFormatError(
-        f"{splits.source}: the {' and '.join(empty)} split{'s are' if len(empty) > 1 else ' is'} empty "
-        f"(train {sizes['train']}, val {sizes['val']}, test {sizes['test']} of {total} molecules: {how} no "
-        f"{' or '.join(empty)} molecule); training needs both, validation to pick the best epoch. Give more "
-        f"molecules, or a split column with train and val rows (--split-by column:NAME)")
-
-
 @library_call()
 def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: bool = True,
           init: Optional[PathLike] = None, freeze_encoder: Optional[bool] = None) -> Any:
@@ -149,7 +115,7 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         config = apply_overrides(config, {"train.init": None if init is None else str(init),
                                           "train.freeze_encoder": freeze_encoder})
     config.validate()
-    _refuse_unlabelled_file(config.data.dataset)
+    refuse_unlabelled_file(config.data.dataset)
     vocab_given = "vocab" in config.data.options
     config = with_init_vocabulary(config)
     env = ddp.setup(config.train.device)

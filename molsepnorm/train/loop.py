@@ -47,7 +47,6 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.data.columns import num_atoms, targets
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.formats import format_suffix
 from molsepnorm.inference.evaluate import applicability_warnings, evaluation_frame, write_evaluation_csv
 from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_ahead, is_better, summary_table
 from molsepnorm.inference.runner import Runner, run
@@ -67,6 +66,7 @@ from molsepnorm.train.state import (Progress, capture_rng_state, reseed_after_re
                                     seed_everything, seed_rank, training_state)
 from molsepnorm.train.optimizer import make_adamw
 from molsepnorm.train.step import TrainStep, resolve_loss, skip_or_stop
+from molsepnorm.train.trainable import check_trainable
 
 log = logging.getLogger(LOGGER_NAME)
 
@@ -125,6 +125,9 @@ class Trainer:
         run_dir: where to write (rank 0 only); None writes nothing.
         env: the distributed environment (default: this process alone, device from config).
 
+    It seeds the global random generators with ``train.seed``, as a run must;
+    :func:`molsepnorm.train.api.train`, the notebook's call, gives the caller's back.
+
     >>> trainer = Trainer(config, load_dataset("nci-tpsa"), run_dir="runs/demo")
     >>> result = trainer.fit()
     >>> result.test["mae"]
@@ -140,16 +143,7 @@ class Trainer:
         from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 
         config.validate()
-        if not splits.labelled:
-            hint = ""
-            if splits.info.get("format") == "smi":
-                hint = (f"; a {format_suffix(splits.source)} file holds SMILES and names only: give the targets in a "
-                        "CSV or SD file")
-            elif splits.source and Path(splits.source).is_file():
-                hint = ("; a file's targets are its other columns (CSV) or the data fields named by --target-columns "
-                        "(target_columns=[...] in Python)")
-            raise MolsepnormError(f"data set {splits.name!r} is unlabelled (it has no targets): training fits "
-                                  f"targets; an unlabelled corpus serves pretraining and prediction{hint}")
+        check_trainable(splits)  # targets, and training and validation molecules
         spec, self.init = resolve_init(config, splits.vocab, splits.task)  # fine-tuning; None: from scratch
         if spec != config.train.init:
             config = copy.deepcopy(config)

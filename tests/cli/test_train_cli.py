@@ -53,8 +53,8 @@ def test_train_prints_a_summary_table_and_applies_flags(trained):
     assert (config["train"]["monitor"], config["train"]["average_best"]) == ("rmse", 2)
     assert (config["train"]["companion"], config["train"]["companion_weight"]) == ("fingerprint", 0.25)
     assert config["model"]["companion_blend"] == "value"  # a regression companion averages values
-    assert "best.pt blends the Graphormer with a group-contribution model on radius 1 (weight 0.25); validation mae: " \
-        "Graphormer" in result.stdout  # a weight given keeps the model's features
+    assert "best.pt blends the Graphormer with a group-contribution model on radius 1 (weight 0.25); validation rmse: " \
+        "Graphormer" in result.stdout  # a weight given keeps the model's features; --monitor rmse is the figure
     assert "best_val_rmse" in json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert "(best.pt averages epochs 1, 2)" in result.stdout
     assert f"each test molecule's prediction: {run / 'test_predictions.csv'}" in result.stdout
