@@ -277,10 +277,9 @@ class Checkpoint:
         """The Graphormer with these weights, float32, in eval mode on CPU."""
         from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
 
-        from molsepnorm._torch_state import float32_default
-
-        # float32 whatever the caller's default dtype; its random initial weights, replaced, leave the caller's draws
-        with torch.random.fork_rng(devices=[]), float32_default():
+        # its random initial weights, replaced below, leave the caller's generator where it was (a
+        # process-wide state: do not load in one thread while another draws random numbers)
+        with torch.random.fork_rng(devices=[]):
             model = Graphormer(GraphormerConfig.from_dict(dict(self.model_config)))
         model.load_state_dict(self.state_dict)
         return model.eval()

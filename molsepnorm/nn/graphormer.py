@@ -252,6 +252,7 @@ class Graphormer(nn.Module):
                                                   config.companion_blend, config.companion_counts,
                                                   config.companion_properties)
         self.reset_parameters()
+        self.float()  # float32 whatever torch's default dtype (bf16 comes from autocast, not from the weights)
 
     def reset_parameters(self) -> None:
         """Reference initialization: N(0, 0.02) weights, zero biases, fresh norms."""

@@ -161,7 +161,7 @@ class Predictor:
 
     # --- construction --------------------------------------------------------------------
     @classmethod
-    def load(cls, *models: Union[PathLike, Sequence[PathLike]], device: str = "cpu",
+    def load(cls, *models: Union[PathLike, Iterable[PathLike]], device: str = "cpu",
              batch_size: int = DEFAULT_BATCH_SIZE,
              max_tokens: Optional[int] = None, max_atoms: Optional[int] = MAX_ATOMS,
              applicability: bool = True, member_threads: Union[int, str] = "auto") -> "Predictor":
@@ -169,8 +169,9 @@ class Predictor:
 
         Args:
             models: ``best.pt`` paths or bundled model names (``molsepnorm models``), as
-                arguments or one list; none: the default bundled model.  A bundled
-                ensemble brings all its members.
+                arguments or one iterable of them (a list, a glob); none: the default
+                bundled model (an empty iterable is an error).  A bundled ensemble brings
+                all its members.
             device: ``cpu``, ``cuda`` or ``auto``.
             batch_size, max_tokens, max_atoms, applicability, member_threads: see the class.
 
@@ -185,6 +186,9 @@ class Predictor:
         if len(models) == 1 and not isinstance(models[0], (str, bytes, os.PathLike)) \
                 and isinstance(models[0], Iterable):  # load(["a.pt", "b.pt"]) (any iterable) as load("a.pt", "b.pt")
             models = tuple(models[0])
+            if not models:  # e.g. a glob that matched nothing: not a request for the default model
+                raise MolsepnormError("Predictor.load: the list of models is empty (call Predictor.load() "
+                                      "for the default model)")
         members = []
         for spec in list(models) or [DEFAULT_MODEL]:
             paths = resolve_models(spec)  # a bundled ensemble: every member
@@ -239,10 +243,9 @@ class Predictor:
         Args:
             molecules: a SMILES, an RDKit Mol, or a list / tuple / numpy array /
                 ``pandas.Series`` of them (None or NaN entries are missing molecules).
-            ids: one id per molecule (default: a Series' index labels unless it is the
-                default ``RangeIndex`` 0..n-1, a Mol's ``_Name``, else the 1-based position,
-                as the CLI numbers rows). To join the output back to a frame, pass
-                ``ids=frame.index``.
+            ids: one id per molecule (default: a Series' index labels, so that
+                ``frame.loc[output["id"]]`` are the rows; a Mol's ``_Name``; else the 1-based
+                position, as the CLI numbers a file's rows).
             strict: raise :class:`InvalidMoleculeError` at the first molecule that cannot
                 be predicted, instead of reporting it in ``error``.
 
@@ -410,8 +413,8 @@ def to_records(molecules: Any, ids: Optional[Sequence[Any]]) -> list[Record]:
         items: list[Any] = [molecules]
     elif isinstance(molecules, pd.Series):
         items = molecules.tolist()
-        if ids is None and not molecules.index.equals(pd.RangeIndex(len(molecules))):
-            ids = molecules.index.tolist()  # a filtered or sliced frame's rows keep their labels
+        if ids is None:
+            ids = molecules.index.tolist()  # pandas' labels, so that frame.loc[output.id] is the row
     elif isinstance(molecules, np.ndarray):
         items = molecules.reshape(-1).tolist()
     elif isinstance(molecules, Iterable):

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
-from molsepnorm._torch_state import library_call
+from molsepnorm._torch_state import callers_random_state
 from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.formats import output_stem
 from molsepnorm.pretrain.config import PretrainExperiment, load_pretrain_config
@@ -33,7 +33,7 @@ def default_run_dir(config: PretrainExperiment, root: PathLike = "runs") -> Path
     return Path(root) / f"pretrain-{stem}-{config.pretrain.objective}-seed{config.pretrain.seed}-{stamp}"
 
 
-@library_call()
+@callers_random_state()
 def pretrain(config: PretrainExperiment, out: Optional[PathLike] = None, console: bool = True) -> PretrainResult:
     """Pretrain a Graphormer encoder as configured and write its run directory.
 
@@ -64,7 +64,7 @@ def pretrain(config: PretrainExperiment, out: Optional[PathLike] = None, console
         ddp.teardown()
 
 
-@library_call()
+@callers_random_state()
 def resume(run_dir: PathLike, device: Optional[str] = None, data_root: Optional[PathLike] = None,
            progress: Optional[bool] = None, console: bool = True) -> PretrainResult:
     """Continue an interrupted pretraining run from its ``last.pt``, exactly where it stopped.

@@ -215,7 +215,12 @@ class CorpusConfig:
     def validate(self) -> None:
         from molsepnorm.chem.featurize import VOCABS
 
-        if not self.corpus:
+        if self.corpus is not None and not isinstance(self.corpus, (str, os.PathLike)):
+            from molsepnorm.data.registry import dataframe_hint
+
+            raise ConfigError(f"corpus.corpus must be a corpus name or a file path, got a "
+                              f"{type(self.corpus).__name__}{dataframe_hint(self.corpus)}")
+        if not self.corpus or not str(self.corpus):
             raise ConfigError("corpus.corpus is not set: give --corpus NAME or a file of molecules")
         if self.vocab is not None:
             check_choice("corpus.vocab", self.vocab, VOCABS)

@@ -166,6 +166,7 @@ class PretextModel(nn.Module):
             self.register_buffer("descriptor_center", torch.full((K,), float("nan")))
             self.register_buffer("descriptor_scale", torch.full((K,), float("nan")))
         self.reset_heads()
+        self.float()  # as the encoder: float32 whatever torch's default dtype
 
     def set_descriptor_scale(self, values: np.ndarray) -> None:
         """Standardize the descriptor targets by the mean and standard deviation (at least

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from molsepnorm._torch_state import library_call
+from molsepnorm._torch_state import callers_random_state
 from molsepnorm.errors import DatasetFormatError, MolsepnormError
 from molsepnorm.formats import output_stem
 from molsepnorm.train import distributed as ddp
@@ -86,7 +86,7 @@ def _with_vocabulary_hint(err: DatasetFormatError, config: ExperimentConfig, voc
                               "molhiv-encoder, or --init none")
 
 
-@library_call()
+@callers_random_state()
 def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: bool = True,
           init: Optional[PathLike] = None, freeze_encoder: Optional[bool] = None) -> Any:
     """Train a model as configured and write its run directory.
@@ -145,7 +145,7 @@ def train(config: ExperimentConfig, out: Optional[PathLike] = None, console: boo
         ddp.teardown()
 
 
-@library_call()
+@callers_random_state()
 def resume(
     run_dir: PathLike,
     device: Optional[str] = None,

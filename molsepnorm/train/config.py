@@ -369,18 +369,29 @@ class SavesYaml:
 
     def check_writable(self) -> None:
         """Raise :class:`ConfigError` now, before any data is loaded, if a value cannot be written
-        to the run's ``config.yaml`` (a numpy array, a ``pandas.Index`` given from Python)."""
-        for section, values in self.to_dict().items():
-            for key, value in (values.items() if isinstance(values, dict) else ()):
-                for inner, item in (value.items() if isinstance(value, dict) else [(None, value)]):
-                    try:
-                        yaml.safe_dump(item)
-                    except yaml.YAMLError:
-                        name = f"{section}.{key}" + (f".{inner}" if inner is not None else "")
-                        kind = f"{type(item).__module__.split('.')[0]}.{type(item).__name__}"  # numpy.ndarray
-                        raise ConfigError(f"{name} is a {kind}, which the run's "
-                                          "config.yaml cannot hold: give a str, a number, or a list of them "
-                                          "(e.g. list(...) of plain str)") from None
+        to the run's ``config.yaml`` (a numpy array or number, a ``pandas.Index`` given from Python),
+        naming the first such value."""
+        found = _unwritable(self.to_dict(), "")
+        if found is not None:
+            name, value = found
+            kind = f"{type(value).__module__.split('.')[0]}.{type(value).__name__}"  # numpy.ndarray
+            raise ConfigError(f"{name} is a {kind}, which the run's config.yaml cannot hold: give plain Python "
+                              "values (str, int, float, bool, and lists and dicts of them: list(...), float(...))")
+
+
+def _unwritable(value: Any, name: str) -> Optional[tuple[str, Any]]:
+    """The dotted name and value of the first leaf of ``value`` YAML cannot write, or None."""
+    if isinstance(value, dict):
+        items = [(f"{name}.{key}" if name else str(key), item) for key, item in value.items()]
+    elif isinstance(value, (list, tuple)):
+        items = [(f"{name}[{i}]", item) for i, item in enumerate(value)]
+    else:
+        try:
+            yaml.safe_dump(value)
+        except yaml.YAMLError:
+            return name, value
+        return None
+    return next((found for key, item in items if (found := _unwritable(item, key)) is not None), None)
 
 
 @dataclass

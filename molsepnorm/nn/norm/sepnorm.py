@@ -196,7 +196,7 @@ class SepNorm(nn.Module):
 
         A forward whose batch norm trains (training, or :func:`recalibrate_cls_norms`)
         estimates them; an eval-mode one uses mean 0 and variance 1, which for a pretrained
-        model's [CLS] are far from its real statistics (|[CLS]| grows 10-1000x in BERT / ViT).
+        model's [CLS] are far from its real statistics (docs/sepnorm-vision.md).
         """
         self.fresh_statistics = False
         norms = self._batch_statistics()
@@ -297,8 +297,8 @@ def _load_layer_norm_keys(module: SepNorm, state_dict: dict, prefix: str, local_
     found = {k: state_dict.pop(prefix + k) for k in ("weight", "bias") if prefix + k in state_dict}
     converted = any(k.startswith(prefix + part) for k in state_dict
                     for part in ("token_norm.", "cls_norm.", "special_norms."))
-    if any(k.startswith(prefix) and k.endswith(".running_var") for k in state_dict):
-        module.fresh_statistics = False  # statistics loaded (or, below, warned about)
+    if any(k.startswith(prefix) and k.endswith(".num_batches_tracked") and int(v) > 0 for k, v in state_dict.items()):
+        module.fresh_statistics = False  # estimated statistics loaded (a save made before any estimate has none)
     # a LayerNorm without affine (elementwise_affine=False) saved nothing: its absence is its state dict
     if converted or not (found or next(module.token_norm.parameters(), None) is None):
         return

@@ -619,6 +619,9 @@ def test_evaluating_a_converted_model_before_its_statistics_exist_warns_once_at_
     loaded = convert_to_sepnorm(tiny_bert(), verbose=False)  # a converted state dict holds the statistics
     loaded.load_state_dict(trained.state_dict())
     assert _eval_warnings(loaded, batch) == []
+    unestimated = convert_to_sepnorm(tiny_bert(), verbose=False)  # saved before any estimate: still fresh
+    unestimated.load_state_dict(convert_to_sepnorm(tiny_bert(), verbose=False).state_dict())
+    assert len(_eval_warnings(unestimated, batch)) == 1
 
     once = convert_to_sepnorm(tiny_bert(), verbose=False)
     assert len(_eval_warnings(once, batch)) == 1

@@ -73,10 +73,13 @@ def test_invalid_rows_keep_their_place_and_reason(bundled_predictor):
 def test_inputs_series_mols_and_ids(bundled_predictor):
     series = pd.Series(["CCO", "CCN"], index=["a", "b"])
     assert bundled_predictor.predict(series)["id"].tolist() == ["a", "b"]
-    assert bundled_predictor.predict(pd.Series(["CCO", "CCN"]))["id"].tolist() == [1, 2]
     frame = pd.DataFrame({"smiles": ["C", "CC", "CCO", "CCN", "CCC"]})
-    assert bundled_predictor.predict(frame["smiles"].iloc[2:4])["id"].tolist() == [2, 3]  # a slice keeps its labels
-    assert bundled_predictor.predict(frame["smiles"], ids=frame.index)["id"].tolist() == [0, 1, 2, 3, 4]
+    for part in (frame["smiles"], frame["smiles"].iloc[2:4], frame.loc[frame.index != 4, "smiles"],
+                 frame.loc[frame.index != 1, "smiles"]):  # whole, sliced, filtered: the labels, always
+        out = bundled_predictor.predict(part)
+        assert out["id"].tolist() == part.index.tolist()
+        assert frame.loc[out["id"], "smiles"].tolist() == out["smiles"].tolist()
+    assert bundled_predictor.predict(["CCO", "CCN"])["id"].tolist() == [1, 2]  # a list: 1-based positions
     mol = Chem.MolFromSmiles("OC(=O)c1ccccc1")
     mol.SetProp("_Name", "benzoic")
     from_mol = bundled_predictor.predict([mol, Chem.MolFromSmiles("CCO")])

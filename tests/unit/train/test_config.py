@@ -129,6 +129,7 @@ def test_values_from_a_notebook_that_a_run_cannot_use_are_refused_before_any_dat
     import pandas as pd
 
     from molsepnorm.data import load_dataset
+    from molsepnorm.pretrain.config import load_pretrain_config
 
     frame = pd.DataFrame({"smiles": ["CCO", "CCN"], "y": [1.0, 2.0]})
     with pytest.raises(ConfigError, match=r"got a DataFrame: write the DataFrame to a CSV first"):
@@ -139,6 +140,10 @@ def test_values_from_a_notebook_that_a_run_cannot_use_are_refused_before_any_dat
         package = type(columns).__module__.split(".")[0]
         with pytest.raises(ConfigError, match=rf"data.options.target_columns is a {package}\.{type(columns).__name__}"):
             load_experiment_config(None, {"data.dataset": "y.csv", "data.target_columns": columns})
+    with pytest.raises(ConfigError, match=r"data.options.target_columns\[0\] is a numpy.str_"):  # inside a list
+        load_experiment_config(None, {"data.dataset": "y.csv", "data.target_columns": [np.str_("y")]})
+    with pytest.raises(ConfigError, match=r"corpus.corpus must be a corpus name or a file path, got a DataFrame"):
+        load_pretrain_config(None, {"corpus.corpus": frame, "pretrain.max_steps": 1})
     config = load_experiment_config(None, {"data.dataset": tmp_path / "y.csv", "data.target_columns": ["y"]})
     config.save_yaml(tmp_path / "config.yaml")  # a Path and a list: written as str and list
     assert yaml.safe_load((tmp_path / "config.yaml").read_text())["data"]["dataset"] == str(tmp_path / "y.csv")
