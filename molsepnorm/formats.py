@@ -41,13 +41,14 @@ def format_suffix(name: Union[str, os.PathLike]) -> str:
 
 
 def output_stem(path: Union[str, os.PathLike]) -> str:
-    """The file name without its format suffix (and ``.gz``): ``a/mols.sdf.gz`` -> ``mols``;
+    """The file name without its format suffix (one of :data:`SUFFIXES`, and ``.gz``):
+    ``a/mols.sdf.gz`` -> ``mols``, ``assay.2024`` -> ``assay.2024``, ``data/`` -> ``data``;
     what output files and run directories are named after."""
-    name = os.path.basename(os.fspath(path))
+    name = os.path.basename(os.fspath(path).rstrip("/\\"))
     if name.lower().endswith(".gz"):
         name = name[:-3]
-    stem, dot, _ = name.rpartition(".")
-    return stem if dot and stem else name
+    stem, dot, suffix = name.rpartition(".")
+    return stem if dot and stem and f".{suffix.lower()}" in SUFFIXES else name
 
 
 def file_format(name: Union[str, os.PathLike]) -> Optional[str]:

@@ -19,7 +19,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from molsepnorm._atomic import atomic_write
-from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics
+from molsepnorm.inference.metrics import compute_metrics
+from molsepnorm.metric_names import HIGHER_IS_BETTER
 
 PathLike = Union[str, os.PathLike]
 

@@ -449,7 +449,7 @@ def _apply(model: nn.Module, plan: SepNormPlan, copy_affine: bool, log: Any) -> 
     modules = dict(model.named_modules(remove_duplicate=False))
     replaced: dict[int, SepNorm] = {}  # id(LayerNorm) -> its SepNorm, for modules registered twice
     ref = next(model.parameters(), None)
-    device = None if ref is None else ref.device
+    device, dtype = (None, None) if ref is None else (ref.device, ref.dtype)
     names = []
     for name, opts in plan.slots.items():
         ln = modules.get(name)
@@ -463,8 +463,8 @@ def _apply(model: nn.Module, plan: SepNormPlan, copy_affine: bool, log: Any) -> 
             sep = SepNorm.from_layer_norm(ln, plan.cls_index, opts["cls_norm"], layout=opts["layout"],
                                           copy_affine=copy_affine, special_tokens=plan.special_tokens,
                                           cls_from_mask=plan.cls_from_mask)
-            if next(ln.parameters(), None) is None and device is not None:  # no affine: nothing told the device
-                sep.to(device)
+            if next(ln.parameters(), None) is None and device is not None:  # no affine: nothing told device, dtype
+                sep.to(device=device, dtype=dtype)
             sep.module_name = name
             sep.fresh_statistics = True  # warns at an eval forward before any estimate (SepNorm)
             replaced[id(ln)] = sep

@@ -61,7 +61,7 @@ def featurize_records(records: list[Record], vocab: str, max_atoms: Optional[int
     out = []
     for record in records:
         if record.error is not None:
-            out.append(Featurized(None, record.smiles, record.error))
+            out.append(Featurized(None, record.smiles, " ".join(record.error.split())))  # one line, as every reason
             continue
         try:
             graph, mol = featurize_graph_and_mol(record.molecule, vocab, max_atoms=max_atoms,
@@ -71,8 +71,8 @@ def featurize_records(records: list[Record], vocab: str, max_atoms: Optional[int
             smiles = err.smiles if record.mol is not None and not err.smiles.startswith("<") else record.smiles
             out.append(Featurized(None, smiles, err.reason))
         except Exception as exc:  # noqa: BLE001 - one odd record must not end a run of millions
-            out.append(Featurized(None, record.smiles, f"could not featurize the molecule: "
-                                                       f"{type(exc).__name__}: {exc}"))
+            out.append(Featurized(None, record.smiles, " ".join(f"could not featurize the molecule: "
+                                                                f"{type(exc).__name__}: {exc}".split())))
         else:
             out.append(Featurized(graph, graph.smiles, None, _warning(domains, graph, mol)))
     return out

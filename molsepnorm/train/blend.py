@@ -100,7 +100,8 @@ class ValidationBlend:
         when it improves the metric by at least :data:`MIN_VALIDATION_GAIN` of the single
         weight's value. A target not fitted gets weight 0.
         """
-        from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics
+        from molsepnorm.inference.metrics import compute_metrics
+        from molsepnorm.metric_names import HIGHER_IS_BETTER
 
         higher = HIGHER_IS_BETTER[self.metric]
         choice = BlendChoice({name: 0.0 for name in self.fitted}, {name: 0.0 for name in self.fitted}, {}, {})

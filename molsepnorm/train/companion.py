@@ -104,7 +104,6 @@ class CompanionFit:
     target, whether it was fitted (a binary target needs both classes among its training
     labels) and its blend weight, and the time taken."""
 
-    kind: str  # companion_kind(counts): "group-contribution" or "fingerprint"
     weight: Union[float, str]  # what was asked: a number, or "auto"
     bits: int
     radius: int
@@ -127,9 +126,10 @@ class CompanionFit:
     # pair of weights (covered, novel) with its validation metric
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)
     scores: dict[str, Any] = field(default_factory=dict)  # filled by the trainer: each model's val / test metrics
+    kind: str = field(init=False)  # companion_kind(counts): "group-contribution" or "fingerprint"
 
     def __post_init__(self) -> None:
-        self.kind = companion_kind(self.counts)  # a fit recorded before kind followed counts says "fingerprint"
+        self.kind = companion_kind(self.counts)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -290,7 +290,7 @@ def _fit(companion: FingerprintCompanion, graphs: Sequence[Any], sizes: Sequence
     companion.intercept.copy_(torch.as_tensor(intercept, dtype=companion.intercept.dtype, device=device))
     companion.set_weights(torch.as_tensor([blend if fitted[name] else 0.0 for name in target_names]))
     weights = {name: float(companion.weight[t]) for t, name in enumerate(target_names)}
-    return CompanionFit(kind=companion_kind(companion.counts), weight=weight, bits=companion.bits, radius=radius,
+    return CompanionFit(weight=weight, bits=companion.bits, radius=radius,
                         counts=companion.counts, l2=l2, molecules=X.shape[0], fitted=fitted,
                         seconds=time.perf_counter() - start, weights=weights, weights_novel=dict(weights),
                         properties=properties, features=scores), chosen_val

@@ -435,7 +435,6 @@ class ExperimentConfig(SavesYaml):
         return cls(model=dict(model), train=train, data=data)
 
 
-
 # model keys whose default is a value but which also take null (see GraphormerConfig)
 _OPTIONAL_MODEL_KEYS = ("first_cls_norm",)
 

@@ -48,7 +48,8 @@ from molsepnorm.data.collate import GraphBatch, GraphCollator
 from molsepnorm.data.columns import num_atoms, targets
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.inference.evaluate import applicability_warnings, evaluation_frame, write_evaluation_csv
-from molsepnorm.inference.metrics import HIGHER_IS_BETTER, compute_metrics, is_ahead, is_better, summary_table
+from molsepnorm.inference.metrics import compute_metrics, is_ahead, is_better, summary_table
+from molsepnorm.metric_names import HIGHER_IS_BETTER
 from molsepnorm.inference.runner import Runner, run
 from molsepnorm.train import distributed as ddp
 from molsepnorm.train.batching import bucketed_batch_norm, make_train_sampler

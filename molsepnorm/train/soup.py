@@ -38,7 +38,7 @@ class TopEpochs:
     Args:
         k: how many epochs to keep (at least 1).
         metric: the validation metric that ranks them (its direction from
-            :data:`~molsepnorm.inference.metrics.HIGHER_IS_BETTER`).
+            :data:`~molsepnorm.metric_names.HIGHER_IS_BETTER`).
     """
 
     def __init__(self, k: int, metric: str) -> None:

@@ -268,7 +268,6 @@ def test_a_run_leaves_torchs_thread_count_as_it_found_it(tmp_path, write_tpsa_cs
         torch.set_num_threads(before)
 
 
-
 def _draws() -> tuple:
     import random
 
@@ -304,6 +303,7 @@ def test_a_run_and_a_loaded_model_leave_the_callers_random_state_and_default_dty
         torch.set_default_dtype(torch.float32)
     assert under_float64["error"].isna().all()
     np.testing.assert_array_equal(under_float64["tpsa"], model.predict(smiles)["tpsa"])
+
 
 def test_refuses_to_overwrite_a_run(tmp_path, write_tpsa_csv):
     from molsepnorm.checkpoint.run_dir import RunDirError

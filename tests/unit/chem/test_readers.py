@@ -33,6 +33,7 @@ def test_detect_format_and_stem():
     assert output_stem("a/mols.sdf.gz") == "mols"
     assert output_stem("a/mols.smi") == "mols"
     assert output_stem("a/my.data.csv") == "my.data" and output_stem("MOLS.SDF.GZ") == "MOLS"
+    assert output_stem("assay.2024") == "assay.2024" and output_stem("data/") == "data"  # not a format suffix
 
 
 def test_split_smi_line():

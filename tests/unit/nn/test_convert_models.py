@@ -28,7 +28,6 @@ from molsepnorm.nn.norm import MaskedBatchNorm, MaskedLayerNorm
 transformers = pytest.importorskip("transformers")
 
 
-
 def tiny_bert(kind: str = "bert", hidden: int = 32, layers: int = 2, **kw) -> nn.Module:
     """A small BertModel or RobertaModel, random weights, no dropout."""
     torch.manual_seed(0)

@@ -130,7 +130,7 @@ def test_a_weight_must_beat_the_graphormer_alone_by_the_minimum_gain(gain, chose
         calls.append(companion.weight.tolist())
         return y, y + np.where(companion.weight.numpy() == 1, 1 - gain, 1.0)
 
-    fit = CompanionFit(kind="fingerprint", weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=50,
+    fit = CompanionFit(weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=50,
                        fitted={"a": True, "b": False}, seconds=0.0, weights={"a": 0.0, "b": 0.0})
     ValidationBlend.measure(companion, fit.fitted, predict, "regression", "mae").settle(companion, fit, predict)
     assert calls == [[1.0, 0.0], [0.0, 0.0]]  # the fitted target's companion alone, then the Graphormer alone
@@ -162,7 +162,7 @@ def test_molecules_with_novel_substructures_get_their_own_weight_when_validation
         error = np.where(covered, covered_error, novel_error)[:, None] if companion.weight[0] == 1 else 1.0
         return y, y + error
 
-    fit = CompanionFit(kind="fingerprint", weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=40,
+    fit = CompanionFit(weight="auto", bits=8, radius=1, counts="raw", l2=0.0, molecules=40,
                        fitted={"a": True}, seconds=0.0)
     ValidationBlend.measure(companion, fit.fitted, predict, "regression", "mae", covered).settle(companion, fit,
                                                                                                  predict)
