@@ -38,6 +38,8 @@ properties, as the Graphormer's embedding of an atom is the sum of its columns' 
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import Tensor, nn
 
@@ -134,6 +136,10 @@ def _bucket_counts(idents: list[Tensor], mask: Tensor, bits: int) -> Tensor:
     return counts
 
 
+#: ``novel_rule[0]``: 0 off, 1 the input embeddings, 2 the final atom states
+NOVEL_SPACES = (0, 1, 2)
+
+
 class FingerprintCompanion(nn.Module):
     """A linear model on substructure counts (``log(1 + count)`` or the raw counts, ``counts``) and its blend weights.
 
@@ -146,6 +152,16 @@ class FingerprintCompanion(nn.Module):
     1 for a bucket that occurs in the training split; ``weight`` (T,), the blend weight on
     the companion for a molecule whose every bucket is seen, and ``weight_novel`` (T,) for
     one with a bucket that is not.
+
+    Unseen atoms (raw counts only, :meth:`set_novel_pricing`): a linear model on raw counts
+    is a sum of per-atom contributions, and an atom whose environment (its radius-0
+    identifier) no training molecule has is priced by its property counts alone. With a
+    pricing set, its contribution is replaced by the mean contribution of the ``k`` training
+    environments nearest to it in the Graphormer's atom space (cosine similarity of the
+    input embeddings, ``space`` 1, or of the final atom states, 2), docs/pretraining.md
+    ("An unseen environment priced by the environments it resembles"). Buffers:
+    ``novel_pool`` (U, D), the unit-length mean embedding of each training environment;
+    ``novel_values`` (U, T), its mean contribution; ``novel_rule`` ``[space, k]`` (0: off).
 
     Args:
         bits: buckets of the hashed counts.
@@ -171,12 +187,17 @@ class FingerprintCompanion(nn.Module):
         self.register_buffer("seen", torch.ones(bits))  # (bits,) 1: the bucket occurs in the training split
         self.register_buffer("weight", torch.zeros(num_tasks))  # (T,) blend weight on the companion
         self.register_buffer("weight_novel", torch.zeros(num_tasks))  # (T,) the same, for a molecule with an unseen bucket
+        self.register_buffer("novel_pool", torch.zeros(0, 0))  # (U, D) training environments, unit length
+        self.register_buffer("novel_values", torch.zeros(0, num_tasks))  # (U, T) their mean contributions
+        self.register_buffer("novel_rule", torch.zeros(2, dtype=torch.long))  # [space, k]; space 0: off
+        self.novel_space, self.novel_k = 0, 0  # novel_rule as Python ints: forward reads them without a sync
 
     def reset_parameters(self) -> None:
         """Unfitted: zero coefficients and blend weights, every bucket counted as seen."""
         for buffer in (self.coef, self.intercept, self.weight, self.weight_novel):
             buffer.zero_()
         self.seen.fill_(1.0)
+        self.set_novel_pricing(0, 0)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs) -> None:
@@ -190,14 +211,64 @@ class FingerprintCompanion(nn.Module):
             state_dict[prefix + "seen"] = torch.ones_like(self.seen)
             if prefix + "weight" in state_dict:
                 state_dict[prefix + "weight_novel"] = state_dict[prefix + "weight"].clone()
+        if prefix + "novel_rule" not in state_dict:  # written before unseen atoms were priced: off
+            state_dict[prefix + "novel_rule"] = torch.zeros_like(self.novel_rule)
+            state_dict[prefix + "novel_pool"] = self.novel_pool.new_zeros(0, 0)
+            state_dict[prefix + "novel_values"] = self.novel_values.new_zeros(0, self.coef.size(1))
+        for name in ("novel_pool", "novel_values"):  # sized by the training set it was built on
+            if prefix + name in state_dict:
+                self._buffers[name] = self._buffers[name].new_zeros(state_dict[prefix + name].shape)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
+        self.novel_space, self.novel_k = (int(v) for v in self.novel_rule.tolist())
 
     def set_weights(self, weight: float | Tensor, novel: float | Tensor | None = None) -> None:
         """Set ``weight`` and ``weight_novel`` (default: the same) to a number or a (T,) tensor."""
         self.weight.copy_(torch.as_tensor(weight, dtype=self.weight.dtype).expand_as(self.weight))
         novel = weight if novel is None else novel
         self.weight_novel.copy_(torch.as_tensor(novel, dtype=self.weight.dtype).expand_as(self.weight_novel))
+
+    def set_novel_pricing(self, space: int, k: int, pool: Optional[Tensor] = None,
+                          values: Optional[Tensor] = None) -> None:
+        """Price unseen atoms by their ``k`` nearest training environments in ``space`` (1:
+        input embeddings, 2: final atom states; 0: off), ``pool`` (U, D) unit-length, ``values`` (U, T)."""
+        if space not in NOVEL_SPACES:
+            raise ValueError(f"space must be one of {NOVEL_SPACES}, got {space}")
+        if space and (self.counts != "raw" or pool is None or values is None or not 0 < k <= pool.size(0)):
+            raise ValueError("pricing unseen atoms needs raw counts, a pool, its values and 0 < k <= its size")
+        if pool is not None and values is not None:
+            self._buffers["novel_pool"] = pool.detach().to(self.coef.device, torch.float32).clone()
+            self._buffers["novel_values"] = values.detach().to(self.coef.device, torch.float32).clone()
+        self.novel_rule.copy_(torch.tensor([space, k if space else 0]))
+        self.novel_space, self.novel_k = space, (k if space else 0)
+
+    def atom_buckets(self, batch) -> Tensor:
+        """(B, N, K) long: the buckets of each atom's identifiers, its radius-0 one (its
+        environment: the whole feature row) first."""
+        return torch.stack([ident for _, ident in _identifiers(batch, self.radius, self.properties)], -1) % self.bits
+
+    def atom_contributions(self, batch) -> tuple[Tensor, Tensor]:
+        """``(contributions, novel)``: each atom's share of :meth:`predict` (B, N, T), the sum
+        over its identifiers of their coefficients (raw counts: the model is their sum), and
+        (B, N) bool, the real atoms whose radius-0 identifier no training molecule has."""
+        buckets = self.atom_buckets(batch)  # (B, N, K), radius 0 first
+        with torch.autocast(device_type=buckets.device.type, enabled=False):
+            contributions = self.coef.float()[buckets].sum(2) * batch.node_mask.unsqueeze(-1)  # (B, N, T)
+        novel = (self.seen[buckets[..., 0]] == 0) & batch.node_mask
+        return contributions, novel
+
+    def _novel_correction(self, batch, atoms: Tensor) -> Tensor:
+        """(B, T): for each molecule, the neighbours' contributions of its unseen atoms less their own."""
+        contributions, novel = self.atom_contributions(batch)
+        out = contributions.new_zeros(contributions.size(0), contributions.size(2))  # (B, T)
+        if not bool(novel.any()):
+            return out
+        with torch.autocast(device_type=atoms.device.type, enabled=False):
+            queries = nn.functional.normalize(atoms[novel].float(), dim=-1)  # (n, D)
+            nearest = (queries @ self.novel_pool.T).topk(self.novel_k, dim=-1).indices  # (n, k)
+            change = self.novel_values[nearest].mean(1) - contributions[novel]  # (n, T)
+        molecule = novel.nonzero()[:, 0]  # (n,)
+        return out.index_add_(0, molecule, change)
 
     @property
     def fitted(self) -> bool:
@@ -219,12 +290,16 @@ class FingerprintCompanion(nn.Module):
         """(B,) bool: every bucket of the (B, bits) ``counts`` is seen in the training split."""
         return ((counts > 0) & (self.seen == 0)).sum(-1) == 0
 
-    def forward(self, outputs: Tensor, batch) -> Tensor:
-        """Blend the Graphormer's (B, T) ``outputs`` with the companion's; unchanged while unfitted."""
+    def forward(self, outputs: Tensor, batch, atoms: Optional[Tensor] = None) -> Tensor:
+        """Blend the Graphormer's (B, T) ``outputs`` with the companion's; unchanged while unfitted.
+        ``atoms`` (B, N, D): the atom embeddings of :attr:`novel_space`, where unseen atoms are priced."""
         if not self.fitted:
             return outputs
         counts = substructure_counts(batch, self.bits, self.radius, self.properties)  # (B, bits)
-        own = self._own(counts).to(outputs.dtype)
+        own = self._own(counts)
+        if self.novel_space and atoms is not None:
+            own = own + self._novel_correction(batch, atoms)
+        own = own.to(outputs.dtype)
         w = torch.where(self.covered(counts).unsqueeze(-1), self.weight, self.weight_novel).to(outputs.dtype)  # (B, T)
         if self.blend == "value":
             return (1 - w) * outputs + w * own

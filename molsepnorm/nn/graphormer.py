@@ -335,4 +335,20 @@ class Graphormer(nn.Module):
         # bf16 keeps 8 bits of a regression value: too few for a value the companion predicts closely
         with torch.autocast(device_type=features.device.type, enabled=False):
             out = self.head(features.float())  # (B, T)
-            return out if self.companion is None else self.companion(out, batch)
+            if self.companion is None:
+                return out
+            space = self.companion.novel_space
+            return self.companion(out, batch, self.atom_embeddings(batch, space, h) if space else None)
+
+    def atom_embeddings(self, batch: GraphBatch, space: int, h: Optional[Tensor] = None) -> Tensor:
+        """(B, N, D) float32, zero at padding: the atoms' input embeddings (``space`` 1: atom
+        features and degree, as :meth:`encode` starts) or their final states (2; ``h`` from
+        :meth:`encode` if at hand), in which the companion prices unseen atoms
+        (:class:`~molsepnorm.nn.fingerprint.FingerprintCompanion`)."""
+        if space == 1:
+            atoms = self.atom_encoder(batch.x) + self.degree_encoder(batch.degree)
+        elif space == 2:
+            atoms = (self.encode(batch) if h is None else h)[:, 1:]
+        else:
+            raise ValueError(f"space must be 1 (input embeddings) or 2 (final states), got {space}")
+        return atoms.float() * batch.node_mask.unsqueeze(-1)

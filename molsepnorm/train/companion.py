@@ -126,6 +126,9 @@ class CompanionFit:
     # pair of weights (covered, novel) with its validation metric
     coverage: dict[str, dict[str, Any]] = field(default_factory=dict)
     scores: dict[str, Any] = field(default_factory=dict)  # filled by the trainer: each model's val / test metrics
+    # unseen atoms priced by their nearest training environments (molsepnorm.train.novel_atoms): the
+    # validation metric of each rule tried and the one chosen; empty where not tried
+    novel: dict[str, Any] = field(default_factory=dict)
     kind: str = field(init=False)  # companion_kind(counts): "group-contribution" or "fingerprint"
 
     def __post_init__(self) -> None:

@@ -1,0 +1,130 @@
+"""Unseen atoms priced by the training environments they resemble: the pool, and the rule
+validation chooses.
+
+The regression companion (a linear model on raw atom-environment counts) is a sum of
+per-atom contributions; an atom whose environment (its radius-0 identifier: the whole
+feature row) no training molecule has is priced by its property counts alone, and on
+nci-tpsa with 10 % of the labels those atoms make half the error. After training, the
+model's own embeddings of the training atoms give every training environment a
+unit-length mean embedding and a mean contribution (:func:`environment_pools`); an unseen
+atom then takes the mean contribution of its ``k`` nearest environments
+(:meth:`~molsepnorm.nn.fingerprint.FingerprintCompanion.set_novel_pricing`). Which space
+(the input embeddings or the final atom states) and ``k``, or no pricing, is chosen on the
+validation split (:func:`choose_novel_pricing`): the measurements are in docs/pretraining.md,
+"An unseen environment priced by the environments it resembles".
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.utils.data import DataLoader
+
+from molsepnorm.data.collate import GraphCollator
+from molsepnorm.metric_names import HIGHER_IS_BETTER
+
+#: the spaces an unseen atom's neighbours are found in (``novel_rule[0]``), and what the log calls them
+SPACE_NAMES = {1: "input embeddings", 2: "final atom states"}
+NEIGHBOURS = (1, 3, 5)  # k tried on validation
+MIN_GAIN = 0.02  # relative validation gain a pricing must bring, as a blend weight must (train.blend)
+
+
+def _batches(model: nn.Module, graphs: Sequence[Any], batch_size: int) -> Any:
+    device = next(model.parameters()).device
+    loader = DataLoader(graphs, batch_size=batch_size, collate_fn=GraphCollator(model.config.multi_hop_max_dist))
+    for batch in loader:
+        yield batch.to(device)
+
+
+@torch.inference_mode()
+def has_unseen_atoms(model: nn.Module, graphs: Sequence[Any], batch_size: int = 256) -> int:
+    """How many of ``graphs`` hold an atom whose environment the companion never saw."""
+    return sum(int(model.companion.atom_contributions(b)[1].any(1).sum()) for b in _batches(model, graphs, batch_size))
+
+
+@torch.inference_mode()
+def environment_pools(model: nn.Module, graphs: Sequence[Any],
+                      batch_size: int = 256) -> dict[int, tuple[Tensor, Tensor]]:
+    """Per space of :data:`SPACE_NAMES`: ``(pool, values)``, one row per environment of the
+    training ``graphs``: the unit-length mean of its atoms' unit-length embeddings (U, D)
+    and their mean contribution to the companion's output (U, T)."""
+    companion = model.companion
+    was_training = model.training
+    model.eval()
+    try:
+        embedded: dict[int, Optional[Tensor]] = {space: None for space in SPACE_NAMES}
+        values: Optional[Tensor] = None
+        counts: Optional[Tensor] = None
+        for batch in _batches(model, graphs, batch_size):
+            contributions, _ = companion.atom_contributions(batch)  # (B, N, T)
+            env = companion.atom_buckets(batch)[..., 0][batch.node_mask]  # (n,)
+            if values is None:
+                values = contributions.new_zeros(companion.bits, contributions.size(-1))
+                counts = contributions.new_zeros(companion.bits)
+            values.index_add_(0, env, contributions[batch.node_mask])
+            counts.index_add_(0, env, torch.ones_like(env, dtype=counts.dtype))
+            h = model.encode(batch)
+            for space in SPACE_NAMES:
+                atoms = nn.functional.normalize(model.atom_embeddings(batch, space, h)[batch.node_mask], dim=-1)
+                if embedded[space] is None:
+                    embedded[space] = atoms.new_zeros(companion.bits, atoms.size(-1))
+                embedded[space].index_add_(0, env, atoms)
+    finally:
+        model.train(was_training)
+    assert values is not None and counts is not None, "no training molecule"
+    seen = counts > 0
+    return {space: (nn.functional.normalize(sums[seen], dim=-1), values[seen] / counts[seen].unsqueeze(-1))
+            for space, sums in embedded.items() if sums is not None}
+
+
+def _gain(metric: str, value: float, base: float) -> float:
+    """How much better ``value`` is than ``base``, relative to ``base`` (negative: worse)."""
+    if base == 0:
+        return 0.0
+    return (value - base) / abs(base) * (1 if HIGHER_IS_BETTER[metric] else -1)
+
+
+def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[Any], monitor: str,
+                         validation: Callable[[], float], batch_size: int = 256) -> dict[str, Any]:
+    """Set, in the model's companion, the pricing of unseen atoms that ``validation()`` (the
+    model's validation ``monitor``) prefers, if it beats no pricing by :data:`MIN_GAIN`:
+    each space of :data:`SPACE_NAMES` with each ``k`` of :data:`NEIGHBOURS`, with the
+    weight on the companion of a molecule holding an unseen atom as it was and, where lower,
+    as for the others. Skipped (and left off) when no validation molecule holds one.
+
+    Returns:
+        ``{"validation_molecules": n, "validation": {rule: value}, "chosen": rule}``
+        (plain data, for ``results.json``), rule ``"none"`` or ``"<space>, k=<k>[, weight w]"``.
+    """
+    companion = model.companion
+    companion.set_novel_pricing(0, 0)
+    unseen = has_unseen_atoms(model, val, batch_size)
+    record: dict[str, Any] = {"validation_molecules": unseen, "validation": {}, "chosen": "none"}
+    if not unseen:
+        return record
+    base = validation()
+    record["validation"]["none"] = base
+    weight, novel = companion.weight.clone(), companion.weight_novel.clone()
+    best: tuple[float, Optional[tuple[int, int, Tensor]], str] = (base, None, "none")
+    pools = environment_pools(model, train, batch_size)
+    for space, (pool, values) in pools.items():
+        for k in NEIGHBOURS:
+            if k > pool.size(0):
+                continue
+            for novel_weight in ([novel] if torch.equal(novel, weight) else [novel, weight]):
+                companion.set_novel_pricing(space, k, pool, values)
+                companion.set_weights(weight, novel_weight)
+                value = validation()
+                name = f"{SPACE_NAMES[space]}, k={k}" + ("" if novel_weight is novel else ", weight as covered")
+                record["validation"][name] = value
+                if _gain(monitor, value, best[0]) > 0:
+                    best = (value, (space, k, novel_weight), name)
+    companion.set_weights(weight, novel)
+    companion.set_novel_pricing(0, 0)
+    if best[1] is not None and _gain(monitor, best[0], base) >= MIN_GAIN:
+        space, k, novel_weight = best[1]
+        companion.set_novel_pricing(space, k, *pools[space])
+        companion.set_weights(weight, novel_weight)
+        record["chosen"] = best[2]
+    return record
