@@ -305,6 +305,27 @@ def test_a_run_and_a_loaded_model_leave_the_callers_random_state_and_default_dty
     np.testing.assert_array_equal(under_float64["tpsa"], model.predict(smiles)["tpsa"])
 
 
+
+def test_unseen_atoms_are_priced_as_validation_chooses_and_best_pt_keeps_the_choice(tmp_path):
+    """nci-tpsa with 10 % of its labels: 22 validation molecules hold an atom environment none
+    of the 399 training molecules has. Every pricing rule is scored on validation, the chosen
+    one (or none) is what best.pt predicts with, and evaluating best.pt gives the run's figures."""
+    config = load_experiment_config(TINY, {"data.dataset": "nci-tpsa", "data.train_fraction": 0.1,
+                                           "train.epochs": 2, "train.threads": 1, "train.progress": False})
+    result = train(config, out=tmp_path / "run", console=False)
+    novel = result.companion["novel"]
+    assert novel["validation_molecules"] == 22
+    rules = novel["validation"]
+    assert {"none", "input embeddings, k=1", "final atom states, k=5"} <= set(rules)
+    assert result.val["mae"] == pytest.approx(rules[novel["chosen"]], rel=1e-6)  # best.pt's pricing
+    if novel["chosen"] != "none":
+        assert rules[novel["chosen"]] <= 0.98 * rules["none"]  # adopted only for 2 % or more
+    best = Checkpoint.load(tmp_path / "run" / "best.pt").build_model()
+    assert best.companion.novel_space == {"none": 0, "input": 1, "final": 2}[novel["chosen"].split()[0]]
+    report = evaluate_checkpoint(tmp_path / "run" / "best.pt", split="test")
+    assert report["metrics"]["mae"] == pytest.approx(result.test["mae"], rel=1e-4)
+    assert "unseen atoms (22 validation molecules" in (tmp_path / "run" / "train.log").read_text()
+
 def test_refuses_to_overwrite_a_run(tmp_path, write_tpsa_csv):
     from molsepnorm.checkpoint.run_dir import RunDirError
 

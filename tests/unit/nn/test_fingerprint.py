@@ -158,3 +158,51 @@ def test_a_batch_is_hashed_once_per_kind_of_count_and_a_copy_starts_afresh(monke
     assert len(calls) == 2 and not torch.equal(other, first)
     copy = batch.to("cpu")  # a new batch object: nothing carried over
     assert torch.equal(substructure_counts(copy, BITS, 2), first) and len(calls) == 3
+
+
+def test_atom_contributions_add_up_to_the_linear_model_and_flag_unseen_environments():
+    """Raw counts: the model is a sum over atoms of their identifiers' coefficients."""
+    batch = batch_of("CCO", "c1ccccc1N", "CC(=O)O")
+    comp = FingerprintCompanion(BITS, 1, num_tasks=2, blend="value", counts="raw", properties=True)
+    torch.manual_seed(0)
+    comp.coef.normal_()
+    comp.intercept.copy_(torch.tensor([0.5, -1.0]))
+    seen = substructure_counts(batch_of("CCO", "CC(=O)O"), BITS, 1, properties=True).sum(0) > 0
+    comp.seen.copy_(seen.float())
+    contributions, novel = comp.atom_contributions(batch)
+    assert torch.allclose(contributions.sum(1) + comp.intercept, comp.predict(batch), atol=1e-5)
+    # aniline's aromatic carbons and its nitrogen are environments ethanol and acetic acid lack
+    assert novel[0].sum() == 0 and novel[2].sum() == 0 and novel[1].sum() == 7
+
+
+def test_an_unseen_atom_takes_the_mean_contribution_of_its_nearest_training_environments():
+    batch = batch_of("CCO", "CCN")
+    comp = FingerprintCompanion(BITS, 0, num_tasks=1, blend="value", counts="raw")
+    torch.manual_seed(1)
+    comp.coef.normal_()
+    comp.seen.copy_((substructure_counts(batch_of("CCO"), BITS, 0)[0] > 0).float())  # the N of CCN is unseen
+    comp.set_weights(1.0)
+    contributions, novel = comp.atom_contributions(batch)
+    assert novel.tolist() == [[False] * 3, [False, False, True]]
+    pool = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]]), dim=-1)  # (U, D)
+    values = torch.tensor([[10.0], [20.0], [30.0]])
+    atoms = torch.zeros(2, 3, 2)
+    atoms[1, 2] = torch.tensor([0.9, 0.3])  # its two nearest: rows 0 and 1 (cosine 0.95 each), not 2 (0.32)
+    outputs = torch.zeros(2, 1)
+    plain = comp(outputs, batch)
+    comp.set_novel_pricing(2, 2, pool, values)
+    priced = comp(outputs, batch, atoms)
+    sims = torch.nn.functional.normalize(atoms[1, 2], dim=0) @ pool.T
+    two = values[sims.topk(2).indices].mean()
+    assert two == 15.0
+    assert torch.equal(priced[0], plain[0])  # every environment of ethanol is seen: unchanged
+    assert torch.allclose(priced[1], plain[1] - contributions[1, 2] + two)
+    assert torch.equal(comp(outputs, batch), plain)  # no atom embeddings given: as before
+    fresh = FingerprintCompanion(BITS, 0, num_tasks=1, blend="value", counts="raw")
+    fresh.load_state_dict(comp.state_dict())  # the pool's own size, and the rule, come back
+    assert (fresh.novel_space, fresh.novel_k) == (2, 2) and torch.equal(fresh(outputs, batch, atoms), priced)
+    old = {k: v for k, v in comp.state_dict().items() if not k.startswith("novel_")}
+    fresh.load_state_dict(old)  # written before unseen atoms were priced: off
+    assert fresh.novel_space == 0 and torch.equal(fresh(outputs, batch, atoms), plain)
+    with pytest.raises(ValueError, match="raw counts"):
+        FingerprintCompanion(BITS, 0, num_tasks=1, blend="value", counts="log").set_novel_pricing(1, 1, pool, values)
