@@ -709,8 +709,9 @@ class Trainer:
         fit.novel = record
         fit.weights_novel = {name: float(companion.weight_novel[t]) for t, name in enumerate(self.splits.target_names)}
         if record["validation_molecules"] and self.run_dir is not None:
-            log.info("unseen atoms (%d validation molecules hold an atom environment no training molecule has): %s",
-                     record["validation_molecules"], _novel_pricing_note(record, self.monitor))
+            log.info("unseen atoms (%d validation molecules hold an atom environment no training molecule has): %s "
+                     "(%.1f s)", record["validation_molecules"], _novel_pricing_note(record, self.monitor),
+                     record["seconds"])
 
     def _fit_companion(self) -> Optional[CompanionFit]:
         """Fit the model's fingerprint companion (if it has one) on the training split (unless

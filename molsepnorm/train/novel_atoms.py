@@ -15,6 +15,7 @@ validation split (:func:`choose_novel_pricing`): the measurements are in docs/pr
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -94,9 +95,10 @@ def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[A
     as for the others. Skipped (and left off) when no validation molecule holds one.
 
     Returns:
-        ``{"validation_molecules": n, "validation": {rule: value}, "chosen": rule}``
+        ``{"validation_molecules": n, "validation": {rule: value}, "chosen": rule, "seconds": s}``
         (plain data, for ``results.json``), rule ``"none"`` or ``"<space>, k=<k>[, weight w]"``.
     """
+    start = time.perf_counter()
     companion = model.companion
     companion.set_novel_pricing(0, 0)
     unseen = has_unseen_atoms(model, val, batch_size)
@@ -127,4 +129,5 @@ def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[A
         companion.set_novel_pricing(space, k, *pools[space])
         companion.set_weights(weight, novel_weight)
         record["chosen"] = best[2]
+    record["seconds"] = time.perf_counter() - start
     return record
