@@ -409,7 +409,8 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
     For a model trained without one (before ``train.companion`` existed, or with
     ``companion: none``): the companion is fitted on the training split of the model's own
     data set (the training run's loading options, hence the same split), as a training run
-    fits it (a regression blend's weight chosen on validation), and the new checkpoint's
+    fits it (a regression blend's weight chosen on validation, and its pricing of unseen
+    atoms: :mod:`molsepnorm.train.novel_atoms`), and the new checkpoint's
     metrics are the blend's on validation and test. A companion the model already has is
     refitted, as today's training would fit it.
 
@@ -439,7 +440,8 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
         raise MolsepnormError(f"{out}: write the blended model to another file than {model}")
     train, splits = checkpoint_data(checkpoint, split="train", data_root=data_root)
     config = {**checkpoint.model_config, **companion_model_keys("fingerprint", task.type)}
-    net = Graphormer(GraphormerConfig.from_dict(config))
+    with torch.random.fork_rng(devices=[]):  # random weights, replaced below: the caller's draws stay
+        net = Graphormer(GraphormerConfig.from_dict(config))
     # weights without a companion load as an unfitted one; one the model has is refitted
     net.load_state_dict({k: v for k, v in checkpoint.state_dict.items() if not k.startswith("companion.")})
     net.eval()
@@ -459,6 +461,11 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
         result = run([runner], splits[part])
         return compute_metrics(task.type, result.targets, result.values[0], task.target_names, dataset=splits.name)
 
+    if task.type == "regression" and net.companion.counts == "raw" and net.companion.fitted:  # as training does
+        from molsepnorm.train.novel_atoms import choose_novel_pricing
+
+        fit.novel = choose_novel_pricing(net, train, splits["val"], monitor, lambda: evaluate("val")[monitor])
+        fit.weights_novel = {name: float(net.companion.weight_novel[t]) for t, name in enumerate(task.target_names)}
     fit.scores = component_scores(net.companion, evaluate)
     blended = {part: evaluate(part) for part in ("val", "test")}
     metrics = {**blended, "companion": fit.to_dict()}

@@ -209,6 +209,9 @@ def test_add_companion_on_regression_chooses_radius_and_weights_on_validation(tm
     assert (blended.model_config["companion_radius"], blended.model_config["companion_properties"]) == \
         (0, fit.properties)
     assert evaluate_checkpoint(tmp_path / "blend.pt", split="test")["metrics"] == pytest.approx(blended.metrics["test"])
+    # unseen atoms are priced as training prices them: considered, and the rule chosen is the one saved
+    assert fit.novel["chosen"] == "none" or Checkpoint.load(tmp_path / "blend.pt").build_model().companion.novel_space
+    assert "validation_molecules" in fit.novel
 
 
 def test_average_best_writes_the_evaluated_average_of_the_best_epochs(tmp_path, write_tpsa_csv):
