@@ -155,13 +155,15 @@ class FingerprintCompanion(nn.Module):
 
     Unseen atoms (raw counts only, :meth:`set_novel_pricing`): a linear model on raw counts
     is a sum of per-atom contributions, and an atom whose environment (its radius-0
-    identifier) no training molecule has is priced by its property counts alone. With a
+    identifier) no training molecule has is priced by its other identifiers alone (its
+    property counts, where they are read; else next to nothing). With a
     pricing set, its contribution is replaced by the mean contribution of the ``k`` training
     environments nearest to it in the Graphormer's atom space (cosine similarity of the
     input embeddings, ``space`` 1, or of the final atom states, 2), docs/pretraining.md
     ("An unseen environment priced by the environments it resembles"). Buffers:
     ``novel_pool`` (U, D), the unit-length mean embedding of each training environment;
-    ``novel_values`` (U, T), its mean contribution; ``novel_rule`` ``[space, k]`` (0: off).
+    ``novel_values`` (U, T), its mean contribution; ``novel_known`` (bits,), the radius-0
+    buckets of the pool; ``novel_rule`` ``[space, k]`` (0: off, the others empty).
 
     Args:
         bits: buckets of the hashed counts.
@@ -189,6 +191,7 @@ class FingerprintCompanion(nn.Module):
         self.register_buffer("weight_novel", torch.zeros(num_tasks))  # (T,) the same, for a molecule with an unseen bucket
         self.register_buffer("novel_pool", torch.zeros(0, 0))  # (U, D) training environments, unit length
         self.register_buffer("novel_values", torch.zeros(0, num_tasks))  # (U, T) their mean contributions
+        self.register_buffer("novel_known", torch.zeros(0, dtype=torch.bool))  # (bits,) radius-0 buckets of the pool
         self.register_buffer("novel_rule", torch.zeros(2, dtype=torch.long))  # [space, k]; space 0: off
         self.novel_space, self.novel_k = 0, 0  # novel_rule as Python ints: forward reads them without a sync
 
@@ -215,7 +218,9 @@ class FingerprintCompanion(nn.Module):
             state_dict[prefix + "novel_rule"] = torch.zeros_like(self.novel_rule)
             state_dict[prefix + "novel_pool"] = self.novel_pool.new_zeros(0, 0)
             state_dict[prefix + "novel_values"] = self.novel_values.new_zeros(0, self.coef.size(1))
-        for name in ("novel_pool", "novel_values"):  # sized by the training set it was built on
+        if prefix + "novel_known" not in state_dict:
+            state_dict[prefix + "novel_known"] = self.novel_known.new_zeros(0)
+        for name in ("novel_pool", "novel_values", "novel_known"):  # sized by the pricing it holds
             if prefix + name in state_dict:
                 self._buffers[name] = self._buffers[name].new_zeros(state_dict[prefix + name].shape)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
@@ -228,33 +233,45 @@ class FingerprintCompanion(nn.Module):
         novel = weight if novel is None else novel
         self.weight_novel.copy_(torch.as_tensor(novel, dtype=self.weight.dtype).expand_as(self.weight_novel))
 
-    def set_novel_pricing(self, space: int, k: int, pool: Optional[Tensor] = None,
-                          values: Optional[Tensor] = None) -> None:
+    def set_novel_pricing(self, space: int, k: int, pool: Optional[Tensor] = None, values: Optional[Tensor] = None,
+                          known: Optional[Tensor] = None) -> None:
         """Price unseen atoms by their ``k`` nearest training environments in ``space`` (1:
-        input embeddings, 2: final atom states; 0: off), ``pool`` (U, D) unit-length, ``values`` (U, T)."""
+        input embeddings, 2: final atom states; 0: off, and the pool emptied): ``pool`` (U, D)
+        unit-length, ``values`` (U, T), ``known`` (bits,) bool, the radius-0 buckets they are."""
         if space not in NOVEL_SPACES:
             raise ValueError(f"space must be one of {NOVEL_SPACES}, got {space}")
-        if space and (self.counts != "raw" or pool is None or values is None or not 0 < k <= pool.size(0)):
-            raise ValueError("pricing unseen atoms needs raw counts, a pool, its values and 0 < k <= its size")
-        if pool is not None and values is not None:
-            self._buffers["novel_pool"] = pool.detach().to(self.coef.device, torch.float32).clone()
-            self._buffers["novel_values"] = values.detach().to(self.coef.device, torch.float32).clone()
+        if not space:
+            pool, values, known = self.coef.new_zeros(0, 0), self.coef.new_zeros(0, self.coef.size(1)), \
+                torch.zeros(0, dtype=torch.bool)
+        elif (self.counts != "raw" or pool is None or values is None or known is None
+              or not 0 < k <= pool.size(0) or known.shape != (self.bits,)):
+            raise ValueError("pricing unseen atoms needs raw counts, a pool, its values, the (bits,) mask of its "
+                             "environments and 0 < k <= its size")
+        device = self.coef.device
+        self._buffers["novel_pool"] = pool.detach().to(device, torch.float32).clone()
+        self._buffers["novel_values"] = values.detach().to(device, torch.float32).clone()
+        self._buffers["novel_known"] = known.detach().to(device, torch.bool).clone()
         self.novel_rule.copy_(torch.tensor([space, k if space else 0]))
         self.novel_space, self.novel_k = space, (k if space else 0)
 
     def atom_buckets(self, batch) -> Tensor:
         """(B, N, K) long: the buckets of each atom's identifiers, its radius-0 one (its
-        environment: the whole feature row) first."""
-        return torch.stack([ident for _, ident in _identifiers(batch, self.radius, self.properties)], -1) % self.bits
+        environment: the whole feature row) first; hashed once per batch for every member
+        of an ensemble (:func:`~molsepnorm.nn.memo.batch_memo`)."""
+        return batch_memo(batch, ("atom buckets", self.bits, self.radius, self.properties), lambda: torch.stack(
+            [ident for _, ident in _identifiers(batch, self.radius, self.properties)], -1) % self.bits)
 
     def atom_contributions(self, batch) -> tuple[Tensor, Tensor]:
         """``(contributions, novel)``: each atom's share of :meth:`predict` (B, N, T), the sum
         over its identifiers of their coefficients (raw counts: the model is their sum), and
-        (B, N) bool, the real atoms whose radius-0 identifier no training molecule has."""
+        (B, N) bool, the real atoms whose radius-0 identifier no training molecule has (with
+        a pricing set, the buckets of its pool; else any identifier's, ``seen``: a bucket
+        shared by chance with another kind of identifier hides an unseen atom there)."""
         buckets = self.atom_buckets(batch)  # (B, N, K), radius 0 first
         with torch.autocast(device_type=buckets.device.type, enabled=False):
             contributions = self.coef.float()[buckets].sum(2) * batch.node_mask.unsqueeze(-1)  # (B, N, T)
-        novel = (self.seen[buckets[..., 0]] == 0) & batch.node_mask
+        known = self.novel_known if self.novel_known.numel() else self.seen != 0
+        novel = ~known[buckets[..., 0]] & batch.node_mask
         return contributions, novel
 
     def _novel_correction(self, batch, atoms: Tensor) -> Tensor:

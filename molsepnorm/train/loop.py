@@ -58,7 +58,8 @@ from molsepnorm.train.companion import CompanionFit, feature_name, fit_blend, pr
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
                                      resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
-from molsepnorm.train.novel_atoms import MIN_GAIN as MIN_NOVEL_GAIN, choose_novel_pricing
+from molsepnorm.train.novel_atoms import MIN_GAIN as MIN_NOVEL_GAIN, MIN_MOLECULES as MIN_NOVEL_MOLECULES
+from molsepnorm.train.novel_atoms import choose_novel_pricing
 from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, init_scaler, load_init_weights,
                                    resolve_init)
 from molsepnorm.train.logs import LOGGER_NAME
@@ -751,6 +752,9 @@ def _novel_pricing_note(record: dict[str, Any], monitor: str) -> str:
     """The log's line on the pricing of unseen atoms (``CompanionFit.novel``)."""
     tried = record["validation"]
     base = tried.get("none")
+    if not tried:
+        return (f"left to their other identifiers: fewer than {MIN_NOVEL_MOLECULES} such molecules, too few to "
+                "choose a pricing on")
     if record["chosen"] == "none":
         best = min(tried.items(), key=lambda kv: kv[1] * (-1 if HIGHER_IS_BETTER[monitor] else 1))
         return (f"left to their property counts: no pricing by nearest training environments gained "

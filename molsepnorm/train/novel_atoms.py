@@ -29,6 +29,9 @@ from molsepnorm.metric_names import HIGHER_IS_BETTER
 SPACE_NAMES = {1: "input embeddings", 2: "final atom states"}
 NEIGHBOURS = (1, 3, 5)  # k tried on validation
 MIN_GAIN = 0.02  # relative validation gain a pricing must bring, as a blend weight must (train.blend)
+#: validation molecules with an unseen atom needed before any pricing is tried: with fewer, a
+#: molecule or two would choose the rule for every test molecule
+MIN_MOLECULES = 10
 
 
 def _batches(model: nn.Module, graphs: Sequence[Any], batch_size: int) -> Any:
@@ -46,10 +49,11 @@ def has_unseen_atoms(model: nn.Module, graphs: Sequence[Any], batch_size: int = 
 
 @torch.inference_mode()
 def environment_pools(model: nn.Module, graphs: Sequence[Any],
-                      batch_size: int = 256) -> dict[int, tuple[Tensor, Tensor]]:
-    """Per space of :data:`SPACE_NAMES`: ``(pool, values)``, one row per environment of the
-    training ``graphs``: the unit-length mean of its atoms' unit-length embeddings (U, D)
-    and their mean contribution to the companion's output (U, T)."""
+                      batch_size: int = 256) -> tuple[dict[int, tuple[Tensor, Tensor]], Tensor]:
+    """``(pools, known)``: per space of :data:`SPACE_NAMES`, ``(pool, values)``, one row per
+    environment of the training ``graphs``: the unit-length mean of its atoms' unit-length
+    embeddings (U, D) and their mean contribution to the companion's output (U, T); and
+    ``known`` (bits,) bool, the radius-0 buckets of those environments."""
     companion = model.companion
     was_training = model.training
     model.eval()
@@ -76,7 +80,7 @@ def environment_pools(model: nn.Module, graphs: Sequence[Any],
     assert values is not None and counts is not None, "no training molecule"
     seen = counts > 0
     return {space: (nn.functional.normalize(sums[seen], dim=-1), values[seen] / counts[seen].unsqueeze(-1))
-            for space, sums in embedded.items() if sums is not None}
+            for space, sums in embedded.items() if sums is not None}, seen
 
 
 def _gain(metric: str, value: float, base: float) -> float:
@@ -91,31 +95,44 @@ def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[A
     """Set, in the model's companion, the pricing of unseen atoms that ``validation()`` (the
     model's validation ``monitor``) prefers, if it beats no pricing by :data:`MIN_GAIN`:
     each space of :data:`SPACE_NAMES` with each ``k`` of :data:`NEIGHBOURS`, with the
-    weight on the companion of a molecule holding an unseen atom as it was and, where lower,
-    as for the others. Skipped (and left off) when no validation molecule holds one.
+    weight on the companion of a molecule with an unseen bucket (``weight_novel``) as it
+    was and, where different, as for the others. Not tried (and left off) when fewer than
+    :data:`MIN_MOLECULES` validation molecules hold an unseen atom.
 
     Returns:
         ``{"validation_molecules": n, "validation": {rule: value}, "chosen": rule, "seconds": s}``
-        (plain data, for ``results.json``), rule ``"none"`` or ``"<space>, k=<k>[, weight w]"``.
+        (plain data, for ``results.json``), rule ``"none"`` or ``"<space>, k=<k>[, weight as covered]"``.
     """
     start = time.perf_counter()
     companion = model.companion
     companion.set_novel_pricing(0, 0)
     unseen = has_unseen_atoms(model, val, batch_size)
     record: dict[str, Any] = {"validation_molecules": unseen, "validation": {}, "chosen": "none"}
-    if not unseen:
-        return record
+    if unseen >= MIN_MOLECULES:
+        weight, novel = companion.weight.clone(), companion.weight_novel.clone()
+        try:
+            _choose(companion, model, train, monitor, validation, batch_size, record)
+        except BaseException:
+            companion.set_weights(weight, novel)
+            companion.set_novel_pricing(0, 0)
+            raise
+    record["seconds"] = time.perf_counter() - start
+    return record
+
+
+def _choose(companion: Any, model: nn.Module, train: Sequence[Any], monitor: str, validation: Callable[[], float],
+            batch_size: int, record: dict[str, Any]) -> None:
     base = validation()
     record["validation"]["none"] = base
     weight, novel = companion.weight.clone(), companion.weight_novel.clone()
     best: tuple[float, Optional[tuple[int, int, Tensor]], str] = (base, None, "none")
-    pools = environment_pools(model, train, batch_size)
+    pools, known = environment_pools(model, train, batch_size)
     for space, (pool, values) in pools.items():
         for k in NEIGHBOURS:
             if k > pool.size(0):
                 continue
             for novel_weight in ([novel] if torch.equal(novel, weight) else [novel, weight]):
-                companion.set_novel_pricing(space, k, pool, values)
+                companion.set_novel_pricing(space, k, pool, values, known)
                 companion.set_weights(weight, novel_weight)
                 value = validation()
                 name = f"{SPACE_NAMES[space]}, k={k}" + ("" if novel_weight is novel else ", weight as covered")
@@ -126,8 +143,6 @@ def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[A
     companion.set_novel_pricing(0, 0)
     if best[1] is not None and _gain(monitor, best[0], base) >= MIN_GAIN:
         space, k, novel_weight = best[1]
-        companion.set_novel_pricing(space, k, *pools[space])
+        companion.set_novel_pricing(space, k, *pools[space], known)
         companion.set_weights(weight, novel_weight)
         record["chosen"] = best[2]
-    record["seconds"] = time.perf_counter() - start
-    return record

@@ -190,7 +190,9 @@ def test_an_unseen_atom_takes_the_mean_contribution_of_its_nearest_training_envi
     atoms[1, 2] = torch.tensor([0.9, 0.3])  # its two nearest: rows 0 and 1 (cosine 0.95 each), not 2 (0.32)
     outputs = torch.zeros(2, 1)
     plain = comp(outputs, batch)
-    comp.set_novel_pricing(2, 2, pool, values)
+    known = substructure_counts(batch_of("CCO"), BITS, 0)[0] > 0  # the radius-0 buckets the pool stands for
+    comp.set_novel_pricing(2, 2, pool, values, known)
+    assert comp.atom_contributions(batch)[1].tolist() == novel.tolist()
     priced = comp(outputs, batch, atoms)
     sims = torch.nn.functional.normalize(atoms[1, 2], dim=0) @ pool.T
     two = values[sims.topk(2).indices].mean()
@@ -204,5 +206,8 @@ def test_an_unseen_atom_takes_the_mean_contribution_of_its_nearest_training_envi
     old = {k: v for k, v in comp.state_dict().items() if not k.startswith("novel_")}
     fresh.load_state_dict(old)  # written before unseen atoms were priced: off
     assert fresh.novel_space == 0 and torch.equal(fresh(outputs, batch, atoms), plain)
+    comp.set_novel_pricing(0, 0)  # off: the pool goes too, not kept in the state dict
+    assert comp.novel_pool.shape == (0, 0) and comp.novel_values.shape == (0, 1) and comp.novel_known.numel() == 0
     with pytest.raises(ValueError, match="raw counts"):
-        FingerprintCompanion(BITS, 0, num_tasks=1, blend="value", counts="log").set_novel_pricing(1, 1, pool, values)
+        FingerprintCompanion(BITS, 0, num_tasks=1, blend="value", counts="log").set_novel_pricing(1, 1, pool, values,
+                                                                                                  known)
