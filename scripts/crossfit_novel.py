@@ -17,16 +17,14 @@ initialized Graphormers of its configuration (the control). Nothing is trained b
 """
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from encoder_contributions import PARTS, companion_inputs  # scripts/, beside this one
+from encoder_contributions import PARTS, companion_inputs, encoder_arguments  # scripts/, beside this one
 from molsepnorm.checkpoint import Checkpoint, resolve_model
 from molsepnorm.data.collate import GraphCollator
 from molsepnorm.nn.graphormer import Graphormer, GraphormerConfig
@@ -54,16 +52,8 @@ def novel_sum(states: np.ndarray, keys: list[tuple], seen: set) -> tuple[np.ndar
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--encoder", default="molhiv-encoder")
-    parser.add_argument("--dataset", default="nci-tpsa")
-    parser.add_argument("--fraction", type=float, default=0.1, help="training molecules kept (seed 0 draw)")
-    parser.add_argument("--folds", type=int, default=10)
-    parser.add_argument("--random-seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    args = encoder_arguments(__doc__.split("\n\n")[0], argv,
+                             lambda parser: parser.add_argument("--folds", type=int, default=10))
 
     parts, X, y = companion_inputs(args.dataset, args.fraction)
     keys = {p: [[tuple(row) for row in g.x.tolist()] for g in parts[p]] for p in PARTS}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -65,6 +65,24 @@ def atom_sums(model: Graphormer, parts: dict[str, list[Any]], which: str) -> dic
     return out
 
 
+def encoder_arguments(description: str, argv: Optional[list[str]],
+                      more: Optional[Callable[[argparse.ArgumentParser], None]] = None) -> argparse.Namespace:
+    """The options these measurements share (the encoder, its random controls, the data set and
+    its labelled fraction, threads, the JSON out), parsed, with torch's threads set."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--encoder", default="molhiv-encoder", help="bundled encoder name or encoder.pt")
+    parser.add_argument("--dataset", default="nci-tpsa")
+    parser.add_argument("--fraction", type=float, default=0.1, help="training molecules kept (seed 0 draw)")
+    parser.add_argument("--random-seeds", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path)
+    if more is not None:
+        more(parser)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    return args
+
+
 def companion_inputs(dataset: str, fraction: float) -> tuple[dict[str, list[Any]], dict[str, Any], dict[str, np.ndarray]]:
     """Per split: the graphs (the training split drawn down to ``fraction``, seed 0, as the
     runs of that setting train), the linear model's features as training fits them on this
@@ -79,15 +97,7 @@ def companion_inputs(dataset: str, fraction: float) -> tuple[dict[str, list[Any]
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--encoder", default="molhiv-encoder", help="bundled encoder name or encoder.pt")
-    parser.add_argument("--dataset", default="nci-tpsa")
-    parser.add_argument("--fraction", type=float, default=0.1, help="training molecules kept (seed 0 draw)")
-    parser.add_argument("--random-seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    args = encoder_arguments(__doc__.split("\n\n")[0], argv)
 
     parts, X, y = companion_inputs(args.dataset, args.fraction)
     seen = np.asarray((X["train"] != 0).sum(0)).ravel() > 0

@@ -16,16 +16,14 @@ Graphormers of its configuration (the control). Nothing is trained but the one r
 """
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from encoder_contributions import PARTS, companion_inputs  # scripts/, beside this one
+from encoder_contributions import PARTS, companion_inputs, encoder_arguments  # scripts/, beside this one
 from molsepnorm.checkpoint import Checkpoint, resolve_model
 from molsepnorm.data.collate import GraphCollator
 from molsepnorm.nn.fingerprint import _identifiers
@@ -102,15 +100,7 @@ def evaluate(model: Graphormer, parts: dict[str, list[Any]], X: dict[str, Any], 
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--encoder", default="molhiv-encoder")
-    parser.add_argument("--dataset", default="nci-tpsa")
-    parser.add_argument("--fraction", type=float, default=0.1, help="training molecules kept (seed 0 draw)")
-    parser.add_argument("--random-seeds", type=int, nargs="*", default=[0, 1, 2])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    args = encoder_arguments(__doc__.split("\n\n")[0], argv)
 
     parts, X, y = companion_inputs(args.dataset, args.fraction)
     keys = {p: [[tuple(row) for row in g.x.tolist()] for g in parts[p]] for p in PARTS}
