@@ -704,6 +704,7 @@ class Trainer:
     def _price_novel_atoms(self, companion: Any, fit: CompanionFit) -> None:
         """Price the atoms whose environment no training molecule has by the model's nearest
         training environments, where validation prefers it (:mod:`molsepnorm.train.novel_atoms`)."""
+        start = time.perf_counter()
         record = choose_novel_pricing(self.eval_model, self.splits.train, self.splits.val, self.monitor,
                                       lambda: self.evaluate("val")[self.monitor],
                                       batch_size=self.tc.eval_batch_size or 2 * self.tc.batch_size)
@@ -712,7 +713,7 @@ class Trainer:
         if record["validation_molecules"] and self.run_dir is not None:
             log.info("unseen atoms (%d validation molecules hold an atom environment no training molecule has): %s "
                      "(%.1f s)", record["validation_molecules"], _novel_pricing_note(record, self.monitor),
-                     record["seconds"])
+                     time.perf_counter() - start)
 
     def _fit_companion(self) -> Optional[CompanionFit]:
         """Fit the model's fingerprint companion (if it has one) on the training split (unless
