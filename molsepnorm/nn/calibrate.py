@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 from torch import nn
 
-from molsepnorm.nn.norm import MaskedBatchNorm, SepNorm
+from molsepnorm.nn.norm import SepNorm
 from molsepnorm.nn.token_layout import call_model
 
 __all__ = ["recalibrate_cls_norms", "cls_batch_norms"]
@@ -22,13 +22,7 @@ __all__ = ["recalibrate_cls_norms", "cls_batch_norms"]
 
 def cls_batch_norms(model: nn.Module) -> list[nn.modules.batchnorm._BatchNorm]:
     """The torch BatchNorm modules that normalize special tokens in ``model``'s SepNorms."""
-    found = []
-    for module in model.modules():
-        if isinstance(module, SepNorm):
-            for norm in module.separate_norms():
-                if isinstance(norm, MaskedBatchNorm) and norm.bn.track_running_stats:
-                    found.append(norm.bn)
-    return found
+    return [bn for module in model.modules() if isinstance(module, SepNorm) for bn in module.batch_norms()]
 
 
 @torch.no_grad()

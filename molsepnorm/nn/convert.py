@@ -49,7 +49,7 @@ Other things to know:
   BatchNorm's statistics are then fresh: call
   :func:`~molsepnorm.nn.calibrate.recalibrate_cls_norms` on a few batches. So are they right
   after a conversion: an eval-mode forward before any training, recalibration or loaded
-  statistics warns (once per norm and calling line).
+  statistics warns (once per line that called the model).
 """
 from __future__ import annotations
 
@@ -466,7 +466,6 @@ def _apply(model: nn.Module, plan: SepNormPlan, copy_affine: bool, log: Any) -> 
             if next(ln.parameters(), None) is None and device is not None:  # no affine: nothing told device, dtype
                 sep.to(device=device, dtype=dtype)
             sep.module_name = name
-            sep.fresh_statistics = True  # warns at an eval forward before any estimate (SepNorm)
             replaced[id(ln)] = sep
         if isinstance(parent, _TORCH_LAYERS) and not sep._forward_pre_hooks:
             sep.register_forward_pre_hook(_keep_transformer_slow_path)
@@ -551,7 +550,6 @@ def convert_to_sepnorm(
     if isinstance(model, nn.LayerNorm):
         sep = SepNorm.from_layer_norm(model, cls_index or 0, cls_norm, layout=default_layout,
                                       copy_affine=copy_affine)
-        sep.fresh_statistics = True
         log("convert_to_sepnorm: replaced the root LayerNorm")
         return (sep, [""]) if return_names else sep
 

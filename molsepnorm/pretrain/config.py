@@ -25,6 +25,7 @@ from molsepnorm.train.config import (
     ConfigError,
     SavesYaml,
     check_choice,
+    check_name_or_path,
     check_optimization,
     check_positive,
     dataclass_from,
@@ -215,13 +216,7 @@ class CorpusConfig:
     def validate(self) -> None:
         from molsepnorm.chem.featurize import VOCABS
 
-        if self.corpus is not None and not isinstance(self.corpus, (str, os.PathLike)):
-            from molsepnorm.data.registry import dataframe_hint
-
-            raise ConfigError(f"corpus.corpus must be a corpus name or a file path, got a "
-                              f"{type(self.corpus).__name__}{dataframe_hint(self.corpus)}")
-        if not self.corpus or not str(self.corpus):
-            raise ConfigError("corpus.corpus is not set: give --corpus NAME or a file of molecules")
+        check_name_or_path("corpus.corpus", self.corpus, "corpus", "give --corpus NAME or a file of molecules")
         if self.vocab is not None:
             check_choice("corpus.vocab", self.vocab, VOCABS)
         for name in ("limit", "chunk_size", "max_atoms"):

@@ -461,11 +461,10 @@ def add_companion(model: Any, out: Any, weight: Union[float, str] = "auto",
         result = run([runner], splits[part])
         return compute_metrics(task.type, result.targets, result.values[0], task.target_names, dataset=splits.name)
 
-    if task.type == "regression" and net.companion.counts == "raw" and net.companion.fitted:  # as training does
-        from molsepnorm.train.novel_atoms import choose_novel_pricing
+    from molsepnorm.train.novel_atoms import price_unseen_atoms
 
-        fit.novel = choose_novel_pricing(net, train, splits["val"], monitor, lambda: evaluate("val")[monitor])
-        fit.weights_novel = {name: float(net.companion.weight_novel[t]) for t, name in enumerate(task.target_names)}
+    price_unseen_atoms(net, fit, task.type, task.target_names, train, splits["val"], monitor,  # as training does
+                       lambda: evaluate("val")[monitor])
     fit.scores = component_scores(net.companion, evaluate)
     blended = {part: evaluate(part) for part in ("val", "test")}
     metrics = {**blended, "companion": fit.to_dict()}

@@ -338,15 +338,7 @@ class DataConfig:
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` if no data set is named."""
-        if not isinstance(self.dataset, (str, os.PathLike)):
-            if self.dataset is None:
-                raise ConfigError("data.dataset is not set: give --dataset NAME or a CSV path")
-            from molsepnorm.data.registry import dataframe_hint
-
-            raise ConfigError(f"data.dataset must be a data set name or a file path, got a "
-                              f"{type(self.dataset).__name__}{dataframe_hint(self.dataset)}")
-        if not str(self.dataset):
-            raise ConfigError("data.dataset is not set: give --dataset NAME or a CSV path")
+        check_name_or_path("data.dataset", self.dataset, "data set", "give --dataset NAME or a CSV path")
         if isinstance(self.train_fraction, bool) or not isinstance(self.train_fraction, (int, float)) \
                 or not 0 < self.train_fraction <= 1:
             raise ConfigError(f"data.train_fraction must be in (0, 1], got {self.train_fraction!r}")
@@ -572,6 +564,18 @@ def dataclass_from(cls: type, values: Mapping[str, Any], where: str) -> Any:
         return cls(**values)
     except TypeError as exc:  # pragma: no cover - guarded by the key check above
         raise ConfigError(f"{where}: {exc}") from None
+
+
+def check_name_or_path(name: str, value: Any, what: str, how: str) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a non-empty name or path (a DataFrame
+    from a notebook is told how to become a file); ``how``: what to give when it is unset."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        from molsepnorm.data.registry import dataframe_hint
+
+        raise ConfigError(f"{name} must be a {what} name or a file path, got a {type(value).__name__}"
+                          f"{dataframe_hint(value)}")
+    if value is None or not str(value):
+        raise ConfigError(f"{name} is not set: {how}")
 
 
 def check_positive(name: str, value: Optional[int], allow_none: bool = False) -> None:

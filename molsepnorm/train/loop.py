@@ -58,8 +58,7 @@ from molsepnorm.train.companion import CompanionFit, feature_name, fit_blend, pr
 from molsepnorm.train.config import (ExperimentConfig, earliest_stop, resolve_average_best, resolve_monitor,
                                      resolve_patience, with_task_defaults)
 from molsepnorm.train.ema import WeightEMA
-from molsepnorm.train.novel_atoms import MIN_GAIN as MIN_NOVEL_GAIN, MIN_MOLECULES as MIN_NOVEL_MOLECULES
-from molsepnorm.train.novel_atoms import choose_novel_pricing
+from molsepnorm.train import novel_atoms
 from molsepnorm.train.init import (encoder_eval, freeze_encoder, init_config, init_scaler, load_init_weights,
                                    resolve_init)
 from molsepnorm.train.logs import LOGGER_NAME
@@ -701,20 +700,6 @@ class Trainer:
                      "epoch", fit.kind, feature_name(fit.radius, fit.properties), fit.molecules,
                      fit.seconds, self.monitor)
 
-    def _price_novel_atoms(self, companion: Any, fit: CompanionFit) -> None:
-        """Price the atoms whose environment no training molecule has by the model's nearest
-        training environments, where validation prefers it (:mod:`molsepnorm.train.novel_atoms`)."""
-        start = time.perf_counter()
-        record = choose_novel_pricing(self.eval_model, self.splits.train, self.splits.val, self.monitor,
-                                      lambda: self.evaluate("val")[self.monitor],
-                                      batch_size=self.tc.eval_batch_size or 2 * self.tc.batch_size)
-        fit.novel = record
-        fit.weights_novel = {name: float(companion.weight_novel[t]) for t, name in enumerate(self.splits.target_names)}
-        if record["validation_molecules"] and self.run_dir is not None:
-            log.info("unseen atoms (%d validation molecules hold an atom environment no training molecule has): %s "
-                     "(%.1f s)", record["validation_molecules"], _novel_pricing_note(record, self.monitor),
-                     time.perf_counter() - start)
-
     def _fit_companion(self) -> Optional[CompanionFit]:
         """Fit the model's fingerprint companion (if it has one) on the training split (unless
         :meth:`_prepare_blend` did before the first epoch), choose a regression blend's weights
@@ -734,8 +719,15 @@ class Trainer:
             fit = fit_blend(companion, self.model_config, (self.splits.train, self.sizes["train"]),
                             (self.splits.val, self.sizes["val"]), self.task, self.splits.target_names,
                             self.tc.companion_weight, self.scaler, lambda: self.predict("val"), self.monitor)
-        if self.task == "regression" and companion.counts == "raw" and companion.fitted:
-            self._price_novel_atoms(companion, fit)
+        start = time.perf_counter()
+        novel = novel_atoms.price_unseen_atoms(self.eval_model, fit, self.task, self.splits.target_names,
+                                               self.splits.train, self.splits.val, self.monitor,
+                                               lambda: self.evaluate("val")[self.monitor],
+                                               batch_size=self.tc.eval_batch_size or 2 * self.tc.batch_size)
+        if novel and novel["validation_molecules"] and self.run_dir is not None:
+            log.info("unseen atoms (%d validation molecules hold an atom environment no training molecule has): %s "
+                     "(%.1f s)", novel["validation_molecules"], novel_atoms.describe(novel, self.monitor),
+                     time.perf_counter() - start)
         fit.scores = component_scores(companion, self.evaluate)
         if self.run_dir is not None:
             log.info("%s companion (%s) fitted on %d training molecules in %.1f s; validation %s: "
@@ -747,21 +739,6 @@ class Trainer:
                      "best.pt blends" if self._best_state is not None else "the last weights (no best.pt) blend",
                      format_weights(fit.weights, fit.weights_novel))
         return fit
-
-
-def _novel_pricing_note(record: dict[str, Any], monitor: str) -> str:
-    """The log's line on the pricing of unseen atoms (``CompanionFit.novel``)."""
-    tried = record["validation"]
-    base = tried.get("none")
-    if not tried:
-        return (f"left to their other identifiers: fewer than {MIN_NOVEL_MOLECULES} such molecules, too few to "
-                "choose a pricing on")
-    if record["chosen"] == "none":
-        best = min(tried.items(), key=lambda kv: kv[1] * (-1 if HIGHER_IS_BETTER[monitor] else 1))
-        return (f"left to their property counts: no pricing by nearest training environments gained "
-                f"{MIN_NOVEL_GAIN:.0%} on validation {monitor} ({base:.4f}; best tried {best[0]}: {best[1]:.4f})")
-    return (f"priced by their nearest training environments ({record['chosen']}): validation {monitor} "
-            f"{base:.4f} -> {tried[record['chosen']]:.4f}")
 
 
 def _count(n: int, noun: str) -> str:

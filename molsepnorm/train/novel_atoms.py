@@ -19,7 +19,6 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
-from torch.utils.data import DataLoader
 
 from molsepnorm.data.collate import GraphCollator
 from molsepnorm.metric_names import HIGHER_IS_BETTER
@@ -34,10 +33,12 @@ MIN_MOLECULES = 10
 
 
 def _batches(model: nn.Module, graphs: Sequence[Any], batch_size: int) -> Any:
+    """Padded batches of ``graphs`` in order, on the model's device (no DataLoader: it would
+    draw its seed from the global generator)."""
     device = next(model.parameters()).device
-    loader = DataLoader(graphs, batch_size=batch_size, collate_fn=GraphCollator(model.config.multi_hop_max_dist))
-    for batch in loader:
-        yield batch.to(device)
+    collate = GraphCollator(model.config.multi_hop_max_dist)
+    for start in range(0, len(graphs), batch_size):
+        yield collate([graphs[i] for i in range(start, min(start + batch_size, len(graphs)))]).to(device)
 
 
 @torch.inference_mode()
@@ -89,6 +90,35 @@ def _gain(metric: str, value: float, base: float) -> float:
     return (value - base) / abs(base) * (1 if HIGHER_IS_BETTER[metric] else -1)
 
 
+def price_unseen_atoms(model: nn.Module, fit: Any, task: str, target_names: Sequence[str], train: Sequence[Any],
+                       val: Sequence[Any], monitor: str, validation: Callable[[], float],
+                       batch_size: int = 256) -> Optional[dict[str, Any]]:
+    """What a training run (and ``add_companion``) does once its companion is fitted: for a
+    regression companion on raw counts that the blend uses, :func:`choose_novel_pricing`,
+    recorded in ``fit`` (a :class:`~molsepnorm.train.companion.CompanionFit`: ``novel``, and
+    ``weights_novel`` as the choice left them). Returns the record, or None where not tried."""
+    companion = model.companion
+    if task != "regression" or companion.counts != "raw" or not companion.fitted:
+        return None
+    fit.novel = choose_novel_pricing(model, train, val, monitor, validation, batch_size)
+    fit.weights_novel = {name: float(companion.weight_novel[t]) for t, name in enumerate(target_names)}
+    return fit.novel
+
+
+def describe(record: dict[str, Any], monitor: str) -> str:
+    """The log's words on a :func:`choose_novel_pricing` record."""
+    tried = record["validation"]
+    if not tried:
+        return f"left as they are: fewer than {MIN_MOLECULES} such molecules, too few to choose a pricing on"
+    base = tried["none"]
+    if record["chosen"] == "none":
+        best = min(tried.items(), key=lambda kv: kv[1] * (-1 if HIGHER_IS_BETTER[monitor] else 1))
+        return (f"left as they are: no pricing by nearest training environments gained {MIN_GAIN:.0%} on "
+                f"validation {monitor} ({base:.4f}; best tried {best[0]}: {best[1]:.4f})")
+    return (f"priced by their nearest training environments ({record['chosen']}): validation {monitor} "
+            f"{base:.4f} -> {tried[record['chosen']]:.4f}")
+
+
 def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[Any], monitor: str,
                          validation: Callable[[], float], batch_size: int = 256) -> dict[str, Any]:
     """Set, in the model's companion, the pricing of unseen atoms that ``validation()`` (the
@@ -110,7 +140,7 @@ def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[A
     if unseen >= MIN_MOLECULES:
         weight, novel = companion.weight.clone(), companion.weight_novel.clone()
         try:
-            _choose(companion, model, train, monitor, validation, batch_size, record)
+            _choose(companion, model, train, monitor, validation, batch_size, record, weight, novel)
         except BaseException:
             companion.set_weights(weight, novel)
             companion.set_novel_pricing(0, 0)
@@ -119,10 +149,9 @@ def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[A
 
 
 def _choose(companion: Any, model: nn.Module, train: Sequence[Any], monitor: str, validation: Callable[[], float],
-            batch_size: int, record: dict[str, Any]) -> None:
+            batch_size: int, record: dict[str, Any], weight: Tensor, novel: Tensor) -> None:
     base = validation()
     record["validation"]["none"] = base
-    weight, novel = companion.weight.clone(), companion.weight_novel.clone()
     best: tuple[float, Optional[tuple[int, int, Tensor]], str] = (base, None, "none")
     pools, known = environment_pools(model, train, batch_size)
     for space, (pool, values) in pools.items():

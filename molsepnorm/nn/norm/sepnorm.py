@@ -104,7 +104,7 @@ class SepNorm(nn.Module):
         self.cls_from_mask = cls_from_mask
         self.module_name: Optional[str] = None
         self.context_mask: Optional[Tensor] = None
-        # set by convert_to_sepnorm: the special batch norms' statistics describe nothing yet
+        # set by from_layer_norm (a conversion): the special batch norms' statistics describe nothing yet
         self.fresh_statistics = False
         kw = _norm_kwargs(cls_norm, eps, momentum, affine, single_sample, device, dtype)
         self.cls_norm = create_norm(cls_norm, dim, **kw)
@@ -158,6 +158,7 @@ class SepNorm(nn.Module):
                         src, dst = getattr(ln, pname, None), getattr(norm.inner, pname, None)
                         if src is not None and dst is not None:
                             dst.copy_(src)
+        sep.fresh_statistics = True  # its special batch norms are new: warns at an eval forward before any estimate
         return sep
 
     def __getstate__(self) -> dict:
@@ -188,7 +189,8 @@ class SepNorm(nn.Module):
     def _label(self) -> str:
         return f"SepNorm {self.module_name!r}" if self.module_name else "SepNorm"
 
-    def _batch_statistics(self) -> list[nn.modules.batchnorm._BatchNorm]:
+    def batch_norms(self) -> list[nn.modules.batchnorm._BatchNorm]:
+        """The torch BatchNorms of the special tokens that keep running statistics."""
         return [n.bn for n in self.separate_norms() if isinstance(n, MaskedBatchNorm) and n.bn.track_running_stats]
 
     def _check_fresh_statistics(self) -> None:
@@ -199,7 +201,7 @@ class SepNorm(nn.Module):
         model's [CLS] are far from its real statistics (docs/sepnorm-vision.md).
         """
         self.fresh_statistics = False
-        norms = self._batch_statistics()
+        norms = self.batch_norms()
         if norms and not any(bn.training for bn in norms):
             warnings.warn(
                 "convert_to_sepnorm: evaluating a converted model whose [CLS] BatchNorms have fresh running "
