@@ -174,9 +174,10 @@ def checkpoint_data(
         if loaded is not None:
             loaded[key] = splits
     checkpoint.check_data(splits, targets=targets)
-    fraction = float((checkpoint.config.get("data") or {}).get("train_fraction", 1.0))
-    if own_split and fraction < 1:
-        splits = splits.with_train_fraction(fraction)  # the seeded subset training drew
+    trained_data = checkpoint.config.get("data") or {}
+    fraction = float(trained_data.get("train_fraction", 1.0))
+    if own_split and fraction < 1:  # the seeded subset training drew (seed 0 before it could be chosen)
+        splits = splits.with_train_fraction(fraction, int(trained_data.get("train_fraction_seed", 0)))
     if reuse:
         _warn_if_changed(checkpoint, splits, own_split)
     if split == "all":

@@ -68,6 +68,7 @@ _OVERRIDES = {
     "init": "train.init",
     "freeze_encoder": "train.freeze_encoder",
     "train_fraction": "data.train_fraction",
+    "train_fraction_seed": "data.train_fraction_seed",
 }
 _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "vocab", "split_alias", "id_column",
               "on_invalid")
@@ -144,8 +145,11 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
                    + ", ".join(f"{name} for {vocab}" for vocab, name in CLASSIFICATION_ENCODERS.items())
                    + ") unless the model options ask for another architecture; none: train from scratch.")
 @click.option("--train-fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=None,
-              metavar="F", help="Train on a random fraction F of the training split (seed 0; validation and test as "
-                                "they are): few labels, learning curves.")
+              metavar="F", help="Train on a random fraction F of the training split (validation and test as they "
+                                "are): few labels, learning curves.")
+@click.option("--train-fraction-seed", type=click.IntRange(min=0), default=None, metavar="N",
+              help="The seed that draws --train-fraction's molecules (default 0, whatever --seed is): another "
+                   "N, another subset.")
 @click.option("--freeze-encoder/--no-freeze-encoder", default=None,
               help="Train the head only (a linear probe): the encoder's weights stay as they are.")
 @click.option("--num-workers", type=click.IntRange(min=0), default=None, help="DataLoader worker processes.")

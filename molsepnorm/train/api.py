@@ -45,7 +45,7 @@ def load_splits(config: ExperimentConfig, env: ddp.DistEnv) -> Any:
     def load() -> Any:
         splits = load_dataset(config.data.dataset, root=config.data.data_root, **config.data.options)
         check_trainable(splits)
-        return splits.with_train_fraction(float(config.data.train_fraction))
+        return splits.with_train_fraction(float(config.data.train_fraction), int(config.data.train_fraction_seed))
 
     splits = ddp.on_main(env, lambda: _logging_warnings(load), what="load the data")  # a failure raises on every rank
     if env.is_main:

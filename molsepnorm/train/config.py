@@ -332,9 +332,12 @@ class DataConfig:
     dataset: Optional[str] = None
     data_root: Optional[str] = None
     options: dict[str, Any] = field(default_factory=dict)
-    # train on a random fraction of the training split only (seed 0; validation and test as
-    # they are): learning curves, and fine-tuning with few labels (docs/pretraining.md)
+    # train on a random fraction of the training split only (validation and test as they
+    # are): learning curves, and fine-tuning with few labels (docs/pretraining.md)
     train_fraction: float = 1.0
+    # the seed that draws that fraction (independent of train.seed: runs with other model
+    # seeds train on the same molecules; another value draws another subset)
+    train_fraction_seed: int = 0
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` if no data set is named."""
@@ -342,6 +345,9 @@ class DataConfig:
         if isinstance(self.train_fraction, bool) or not isinstance(self.train_fraction, (int, float)) \
                 or not 0 < self.train_fraction <= 1:
             raise ConfigError(f"data.train_fraction must be in (0, 1], got {self.train_fraction!r}")
+        if isinstance(self.train_fraction_seed, bool) or not isinstance(self.train_fraction_seed, int) \
+                or self.train_fraction_seed < 0:
+            raise ConfigError(f"data.train_fraction_seed must be an integer >= 0, got {self.train_fraction_seed!r}")
         if not isinstance(self.options, dict):
             raise ConfigError(f"data.options must be a mapping, got {type(self.options).__name__}")
 

@@ -473,3 +473,27 @@ def test_a_training_file_moved_since_is_found_by_its_content(tmp_path):
     report, results = json.loads(found.stdout), json.loads((run / "results.json").read_text())
     assert report["split"] == "test" and report["num_molecules"] == 6
     assert report["metrics"]["mae"] == pytest.approx(results["test"]["mae"])
+
+
+def test_train_fraction_seed_draws_another_subset_which_the_checkpoint_reads_again(tmp_path):
+    """--train-fraction-seed chooses the labelled molecules, independently of --seed; split.json
+    records them and the checkpoint's own training split (evaluate, add_companion) is them."""
+    from molsepnorm.checkpoint import Checkpoint, checkpoint_data
+    from molsepnorm.data.registry import load_dataset
+
+    csv = write_tpsa_csv(tmp_path / "tpsa.csv", n=100)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(train, ["--config", str(TINY), "--dataset", str(csv), "--init", "none", "--epochs",
+                                        "1", "--threads", "1", "--no-progress", "--train-fraction", "0.5",
+                                        "--train-fraction-seed", "3", "--out", str(run)])
+    assert result.exit_code == 0, result.output
+    full = load_dataset(str(csv))
+    drawn = full.with_train_fraction(0.5, seed=3).split_indices["train"].tolist()
+    assert drawn != full.with_train_fraction(0.5).split_indices["train"].tolist()  # not seed 0's
+    split = json.loads((run / "split.json").read_text())
+    assert split["info"]["train_fraction"] == {"fraction": 0.5, "seed": 3, "kept": 40, "of": 80}
+    assert split["indices"]["train"] == drawn
+    best = Checkpoint.load(run / "best.pt")
+    assert best.config["data"]["train_fraction_seed"] == 3
+    assert checkpoint_data(best, split="train")[1].split_indices["train"].tolist() == drawn
+

@@ -100,6 +100,9 @@ def test_round_trip_through_yaml(tmp_path):
     ({}, "data.dataset"),
     ({"data": {"dataset": "d", "train_fraction": 0}}, "data.train_fraction must be in"),
     ({"data": {"dataset": "d", "train_fraction": 1.5}}, "data.train_fraction must be in"),
+    ({"data": {"dataset": "d", "train_fraction_seed": -1}}, "data.train_fraction_seed must be an integer >= 0"),
+    ({"data": {"dataset": "d", "train_fraction_seed": True}}, "data.train_fraction_seed must be an integer >= 0"),
+    ({"data": {"dataset": "d", "train_fraction_seed": 1.5}}, "data.train_fraction_seed must be an integer >= 0"),
 ])
 def test_invalid_configs_are_named(raw, fragment):
     with pytest.raises(ConfigError, match=fragment.replace(".", r"\.")):
