@@ -51,3 +51,7 @@ class DatasetNotFoundError(MolsepnormError, FileNotFoundError):
 
 class DatasetFormatError(MolsepnormError, ValueError):
     """A data set file exists but cannot be used (missing column, bad row, ...)."""
+
+
+class ConfigError(MolsepnormError, ValueError):
+    """A configuration file or flag has an unknown key or an invalid value."""

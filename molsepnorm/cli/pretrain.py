@@ -115,7 +115,7 @@ _OVERRIDES = {
 @click.option("--log-every", type=click.IntRange(min=1), default=None, help="Steps per row of metrics.jsonl.")
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Write last.pt every N steps (default 500).")
-@click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.train.config:NONFINITE"), default=None,
+@click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.config:NONFINITE"), default=None,
               help="A NaN/infinite loss or gradient: stop naming the step and records (default), or skip the batch "
                    "(at most pretrain.max_skipped_batches in a row).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on).")

@@ -105,7 +105,7 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               help="Train on N local processes with DDP (runs torchrun; gloo on CPU, NCCL on GPUs). --batch-size is "
                    "per process; when the batches do not divide evenly, the first ones are repeated so "
                    "that every process takes the same number of steps.")
-@click.option("--batching", type=LibraryChoice("molsepnorm.train.config:BATCHINGS"), default=None,
+@click.option("--batching", type=LibraryChoice("molsepnorm.config:BATCHINGS"), default=None,
               help="bucket: batches of similar-size molecules, less padding (default); random: shuffled batches.")
 @click.option("--patience", type=PATIENCE, default=None,
               help="Early stopping: stop after N epochs without a better validation metric; auto (default): "
@@ -134,7 +134,7 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
 @click.option("--checkpoint-seconds", type=click.FloatRange(min=0), default=None,
               help="At an epoch's end, write last.pt only once S seconds of training have passed since the previous "
                    "write (default 30; the last epoch always writes it); 0: every epoch.")
-@click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.train.config:NONFINITE"), default=None,
+@click.option("--on-nonfinite", type=LibraryChoice("molsepnorm.config:NONFINITE"), default=None,
               help="A NaN/infinite loss or gradient: stop naming the step and batch (default), or skip the batch.")
 @click.option("--init", default=None, metavar="CKPT|NAME",
               help="Fine-tune: start from this checkpoint's encoder (molsepnorm pretrain's encoder.pt or last.pt, a "
@@ -154,7 +154,7 @@ _CSV_FLAGS = ("smiles_column", "target_columns", "split_by", "split_seed", "voca
               help="Train the head only (a linear probe): the encoder's weights stay as they are.")
 @click.option("--num-workers", type=click.IntRange(min=0), default=None, help="DataLoader worker processes.")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads (torch.set_num_threads).")
-@click.option("--cpu-malloc", type=LibraryChoice("molsepnorm.train.config:CPU_MALLOC"), default=None,
+@click.option("--cpu-malloc", type=LibraryChoice("molsepnorm.config:CPU_MALLOC"), default=None,
               help="CPU: 'heap' (default) keeps large tensors in glibc's heap (faster on big molecules, "
                    "more resident memory); 'default' leaves glibc's malloc as it is.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: on).")

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
 
-from molsepnorm.train.config import (
+from molsepnorm.config import (
     NONFINITE,
-    ConfigError,
     SavesYaml,
     check_choice,
     check_name_or_path,
@@ -34,6 +33,7 @@ from molsepnorm.train.config import (
     read_yaml,
     validate_model_section,
 )
+from molsepnorm.errors import ConfigError
 
 PathLike = Union[str, os.PathLike]
 

@@ -39,7 +39,8 @@ from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch
 from molsepnorm.errors import MolsepnormError
 from molsepnorm.chem.readers import Record
-from molsepnorm.pretrain.config import DEFAULT_WARMUP_WITHOUT_MAX_STEPS, ConfigError, PretrainExperiment
+from molsepnorm.errors import ConfigError
+from molsepnorm.pretrain.config import DEFAULT_WARMUP_WITHOUT_MAX_STEPS, PretrainExperiment
 from molsepnorm.pretrain.corpus import Corpus, open_corpus
 from molsepnorm.pretrain.objectives import PretextModel, describe, graph_targets
 from molsepnorm.pretrain.stream import CorpusStream, Position

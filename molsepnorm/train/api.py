@@ -21,7 +21,8 @@ from molsepnorm._torch_state import callers_random_state
 from molsepnorm.errors import DatasetFormatError, MolsepnormError
 from molsepnorm.formats import output_stem
 from molsepnorm.train import distributed as ddp
-from molsepnorm.train.config import ExperimentConfig, read_yaml
+from molsepnorm.config import read_yaml
+from molsepnorm.train.config import ExperimentConfig
 from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.train.logs import close_logger, setup_logger
 from molsepnorm.train.trainable import check_trainable, refuse_unlabelled_file

@@ -90,7 +90,7 @@ def test_choices_are_the_library_constants():
     from molsepnorm.data.registry import PARTS
     from molsepnorm.inference.device import DEVICES
     from molsepnorm.nn.graphormer import NORMS
-    from molsepnorm.train.config import BATCHINGS
+    from molsepnorm.config import BATCHINGS
 
     params = {p.name: p for p in cli.commands["train"].params}
     assert tuple(params["norm"].type.choices) == NORMS

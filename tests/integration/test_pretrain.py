@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from molsepnorm.checkpoint import Checkpoint, CheckpointError
 from molsepnorm.pretrain import PRETRAINED, load_pretrain_config, pretrain
 from molsepnorm.pretrain import resume as resume_pretraining
-from molsepnorm.pretrain.config import ConfigError
+from molsepnorm.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "configs" / "tiny.yaml"

@@ -55,6 +55,16 @@ def test_layer_imports_nothing_above_it(layer):
     assert not bad, sorted(bad)
 
 
+def test_top_level_modules_serve_every_layer_and_import_no_verb():
+    """``errors.py``, ``config.py`` (what training's and pretraining's configurations share),
+    ``formats.py`` ...: below the verbs; ``__main__`` is the CLI's entry point."""
+    files = [path for path in sorted(PACKAGE.glob("*.py")) if path.name != "__main__.py"]
+    assert PACKAGE / "config.py" in files
+    bad = {f"{path.name} imports molsepnorm.{sub}" for path in files
+           for sub in imported_subpackages(path) & {*VERBS, "cli"}}
+    assert not bad, sorted(bad)
+
+
 def test_the_check_sees_function_level_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from molsepnorm.train.loop import Trainer\n")

@@ -186,7 +186,7 @@ def test_motif_loss_reads_the_readout_and_is_the_squared_error_of_log_counts(obj
 
 def test_motif_environments_widen_the_motif_head_to_the_environment_counts():
     from molsepnorm.chem.motifs import motif_names
-    from molsepnorm.pretrain.config import ConfigError
+    from molsepnorm.errors import ConfigError
     from molsepnorm.pretrain.objectives import graph_targets
 
     graphs = [featurize_graph(s, "ogb") for s in SMILES]
@@ -204,7 +204,7 @@ def test_motif_environments_widen_the_motif_head_to_the_environment_counts():
 
 
 def test_motif_scale_linear_predicts_the_counts_themselves():
-    from molsepnorm.pretrain.config import ConfigError
+    from molsepnorm.errors import ConfigError
 
     b = batch()
     losses = {}

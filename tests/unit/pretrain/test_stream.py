@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from molsepnorm.errors import MolsepnormError
-from molsepnorm.pretrain.config import ConfigError, CorpusConfig, load_pretrain_config
+from molsepnorm.errors import ConfigError
+from molsepnorm.pretrain.config import CorpusConfig, load_pretrain_config
 from molsepnorm.pretrain.corpus import open_corpus
 from molsepnorm.pretrain.stream import CorpusStream, Position
 
@@ -241,7 +242,7 @@ def test_a_run_saved_before_the_motif_objective_resumes_without_it():
     """The committed run of docs/pretraining (its config.yaml predates ``motif_weight``) is
     resumed as it was trained, not with today's default; a new configuration has the default."""
     from molsepnorm.pretrain.api import saved_config
-    from molsepnorm.train.config import read_yaml
+    from molsepnorm.config import read_yaml
 
     raw = read_yaml(REPO / "docs" / "pretraining" / "run-moses-both" / "config.yaml")
     assert "motif_weight" not in raw["pretrain"]

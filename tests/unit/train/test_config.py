@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from molsepnorm.errors import ConfigError
 from molsepnorm.train.config import (
-    ConfigError,
     ExperimentConfig,
     TrainConfig,
     apply_overrides,
