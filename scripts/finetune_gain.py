@@ -13,6 +13,17 @@ blend's (``graphormer_test``, ``graphormer_mae_mean``, ``graphormer_ratio_init_o
 
     python scripts/finetune_gain.py --dataset nci-tpsa --encoder runs/pretrain-moses/encoder.pt \\
         --seeds 0 1 2 --out docs/pretraining/finetune-nci-tpsa-10pct.json
+
+With ``--runs-init`` and ``--runs-scratch`` it trains nothing: it summarizes finished run
+directories of each arm (``molsepnorm train ... --out DIR``, each DIR's ``results.json`` and
+``config.yaml``), after checking that both arms trained on the same data, fraction and
+subset, the first from an encoder and the second with ``--init none``:
+
+    python scripts/finetune_gain.py --runs-init runs/ft-s* --runs-scratch runs/scratch-s* --out summary.json
+
+Beside the means and their ratio it writes a 95 % bootstrap interval of the ratio (the
+seeds of each arm resampled, 10,000 draws, numpy seed 0) and the one-sided Mann-Whitney p
+of "fine-tuned errs less" (scipy).
 """
 from __future__ import annotations
 
@@ -41,6 +52,32 @@ def run(dataset: str, fraction: float, seed: int, out: Path, init: str, threads:
             "best_epoch": result.best_epoch, "epochs": result.epochs, "seconds": round(time.perf_counter() - start, 1)}
 
 
+def from_run(path: Path) -> dict:
+    """The row :func:`run` returns, read from a finished run directory (and its config)."""
+    from molsepnorm.config import read_yaml
+
+    results, config = json.loads((path / "results.json").read_text()), read_yaml(path / "config.yaml")
+    companion = results.get("companion") or {}
+    return {"seed": results["seed"], "init": config["train"].get("init") or "none", "run": str(path),  # null: none
+            "test": results["test"], "val": results["val"],
+            "graphormer_test": (companion.get("scores") or {}).get("graphormer", {}).get("test"),
+            "novel": (companion.get("novel") or {}).get("chosen"), "best_epoch": results["best_epoch"],
+            "epochs": results["epochs"], "data": {"dataset": config["data"]["dataset"],
+                                                  "train_fraction": config["data"].get("train_fraction", 1.0),
+                                                  "train_fraction_seed": config["data"].get("train_fraction_seed", 0)}}
+
+
+def ratio_interval(init: list[float], scratch: list[float], draws: int = 10_000) -> tuple[float, float]:
+    """95 % bootstrap interval of mean(init) / mean(scratch), each arm's seeds resampled."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a, b = np.asarray(init), np.asarray(scratch)
+    ratios = (rng.choice(a, (draws, a.size)).mean(1) / rng.choice(b, (draws, b.size)).mean(1))
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="nci-tpsa", help="a named data set or a CSV / SDF file")
@@ -50,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="config overrides of the fine-tuned arm only, after --set (a fine-tuning recipe)")
     parser.add_argument("--arms", nargs="+", choices=("scratch", "init"), default=["scratch", "init"],
                         help="which arms to run (the ratio needs both)")
-    parser.add_argument("--encoder", required=True, help="the pretrained encoder checkpoint (or a bundled name)")
+    parser.add_argument("--encoder", help="the pretrained encoder checkpoint (or a bundled name); needed to train")
+    parser.add_argument("--runs-init", nargs="+", type=Path, default=[], metavar="DIR",
+                        help="finished fine-tuned runs to summarize (nothing is trained)")
+    parser.add_argument("--runs-scratch", nargs="+", type=Path, default=[], metavar="DIR",
+                        help="finished runs from scratch to summarize, with --runs-init")
     parser.add_argument("--fraction", type=float, default=0.1, help="share of the training split labelled")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=1, help="torch threads of every run (both arms alike)")
@@ -66,7 +107,23 @@ def main(argv: list[str] | None = None) -> int:
 
     overrides, init_overrides = parse(args.set), parse(args.init_set)
     rows = []
-    for seed in args.seeds:
+    if args.runs_init or args.runs_scratch:
+        if not (args.runs_init and args.runs_scratch):
+            parser.error("give both --runs-init and --runs-scratch")
+        rows = [from_run(path) for path in [*args.runs_init, *args.runs_scratch]]
+        if len({json.dumps(row["data"], sort_keys=True) for row in rows}) != 1:
+            parser.error("the runs did not all train on the same data, fraction and subset")
+        if any((row["init"] == "none") != (row["run"] in map(str, args.runs_scratch)) for row in rows):
+            parser.error("every --runs-scratch run, and none of --runs-init, must have trained with --init none")
+        args.dataset, args.fraction, args.encoder = (rows[0]["data"]["dataset"], rows[0]["data"]["train_fraction"],
+                                                     sorted({row["init"] for row in rows if row["init"] != "none"}))
+        overrides = {"data.train_fraction_seed": rows[0]["data"]["train_fraction_seed"]}
+    elif args.encoder is None:
+        parser.error("--encoder is needed to train (or give --runs-init and --runs-scratch)")
+    for row in rows:  # summarized runs
+        print(f"{row['run']}: seed {row['seed']} init {row['init']} test MAE {row['test']['mae']:.4f}", flush=True)
+    seeds = [] if rows else args.seeds
+    for seed in seeds:
         for tag in args.arms:
             init = args.encoder if tag == "init" else "none"
             arm = {**overrides, **init_overrides} if tag == "init" else overrides
@@ -87,7 +144,15 @@ def main(argv: list[str] | None = None) -> int:
                  if "graphormer_mae_mean" in summary[tag] else ""))
     if len(summary) == 2:
         summary["ratio_init_over_scratch"] = summary["init"]["mae_mean"] / summary["scratch"]["mae_mean"]
-        print(f"ratio {summary['ratio_init_over_scratch']:.3f}")
+        summary["ratio_interval_95"] = ratio_interval(summary["init"]["maes"], summary["scratch"]["maes"])
+        from scipy.stats import mannwhitneyu
+
+        summary["mannwhitney_p_init_lower"] = float(mannwhitneyu(summary["init"]["maes"], summary["scratch"]["maes"],
+                                                                 alternative="less").pvalue)
+        print(f"ratio {summary['ratio_init_over_scratch']:.3f} (95 % bootstrap interval "
+              f"{summary['ratio_interval_95'][0]:.3f}-{summary['ratio_interval_95'][1]:.3f}; one-sided Mann-Whitney "
+              f"p {summary['mannwhitney_p_init_lower']:.3g}; {len(summary['init']['maes'])} and "
+              f"{len(summary['scratch']['maes'])} runs)")
         if all("graphormer_mae_mean" in summary[tag] for tag in ("init", "scratch")):
             summary["graphormer_ratio_init_over_scratch"] = (summary["init"]["graphormer_mae_mean"]
                                                              / summary["scratch"]["graphormer_mae_mean"])

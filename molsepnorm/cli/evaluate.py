@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import click
 
@@ -74,7 +74,7 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
     text = json.dumps(jsonable(report), indent=2)
     if json_path == "-":
         click.echo(text)
-        _write_pictures(frame, report, predictions_path, plot_path)
+        _write_pictures(frame, report, models, predictions_path, plot_path)
         return
     split = report["split"]
     click.echo(f"{report['checkpoint']} on {report['dataset']} {split} ({report['num_molecules']:,} molecules)")
@@ -100,13 +100,15 @@ def evaluate(models: tuple[str, ...], split: str, dataset: Optional[str], data_r
         with atomic_write(json_path) as fh:
             fh.write(text + "\n")
         click.echo(f"metrics written to {json_path}")
-    for path in _write_pictures(frame, report, predictions_path, plot_path):  # after the figures are on screen
+    for path in _write_pictures(frame, report, models, predictions_path, plot_path):  # after the figures are on screen
         click.echo(f"wrote {path}")
 
 
-def _write_pictures(frame: Any, report: dict[str, Any], predictions_path: Optional[str],
+def _write_pictures(frame: Any, report: dict[str, Any], models: Sequence[str], predictions_path: Optional[str],
                     plot_path: Optional[str]) -> list[str]:
-    """Write ``--predictions`` and ``--plot`` from the report's per-molecule table; the paths written."""
+    """Write ``--predictions`` and ``--plot`` from the report's per-molecule table; the paths
+    written. ``models``: the ``--model`` values, which title the plot (one name, a bundled
+    ensemble's included, or "an ensemble of N models")."""
     written = []
     if predictions_path is not None:
         from molsepnorm.inference.evaluate import write_evaluation_csv
@@ -118,8 +120,7 @@ def _write_pictures(frame: Any, report: dict[str, Any], predictions_path: Option
         from molsepnorm.inference.evaluate import flagged_rows
 
         names, members = report["target_names"], report["members"]
-        model = report["checkpoint"] if len(members) == 1 or ", " not in report["checkpoint"] else \
-            f"an ensemble of {len(members)} models"
+        model = models[0] if len(models) == 1 else f"an ensemble of {len(members)} models"
         spread = [f"{t}_std" for t in names]
         fig = plot_evaluation(frame[[f"{t}_true" for t in names]].to_numpy(),
                               frame[[f"{t}_pred" for t in names]].to_numpy(), report["task"], names,

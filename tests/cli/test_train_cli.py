@@ -174,6 +174,7 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
     assert f"with an applicability warning ({warned.sum()})" in result.stdout
     # the picture marks the same molecules (pandas reads a missing warning as NaN, true as a bool)
     assert drawn[0]["flagged"].tolist() == warned.tolist()
+    assert drawn[0]["title"] == f"an ensemble of 2 models on {report['dataset']} val"
     assert f"{by['warning']['mae']:.4f}" in result.stdout
     # a regression ensemble: does its members' spread rank its errors?
     from scipy.stats import spearmanr
@@ -182,6 +183,9 @@ def test_evaluate_writes_each_molecules_prediction_and_a_picture(trained, tmp_pa
     assert report["spread"]["spearman"] == pytest.approx(expected, abs=1e-3)
     assert "the members' spread against the error (Spearman; 1: a larger <target>_std" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    one = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "val", "--plot", str(tmp_path / "one.png")])
+    assert one.exit_code == 0, one.output
+    assert drawn[-1]["title"] == f"{members[0]} on {report['dataset']} val"  # one model: its name
     everything = tmp_path / "all.csv"
     result = CliRunner().invoke(evaluate, ["-m", members[0], "--split", "all", "--predictions", str(everything)])
     assert result.exit_code == 0, result.output
