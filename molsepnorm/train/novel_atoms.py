@@ -10,8 +10,10 @@ unit-length mean embedding and a mean contribution (:func:`environment_pools`); 
 atom then takes the mean contribution of its ``k`` nearest environments
 (:meth:`~molsepnorm.nn.fingerprint.FingerprintCompanion.set_novel_pricing`). Which space
 (the input embeddings or the final atom states) and ``k``, or no pricing, is chosen on the
-validation split (:func:`choose_novel_pricing`): the measurements are in docs/pretraining.md,
-"An unseen environment priced by the environments it resembles".
+validation split (:func:`choose_novel_pricing`), the nearest environment in the input
+embeddings unless another rule is clearly better (:func:`pick_rule`): the measurements are
+in docs/pretraining.md, "An unseen environment priced by the environments it resembles" and
+"Which rule: the simplest unless another is clearly better".
 """
 from __future__ import annotations
 
@@ -27,6 +29,12 @@ from molsepnorm.metric_names import HIGHER_IS_BETTER
 SPACE_NAMES = {1: "input embeddings", 2: "final atom states"}
 NEIGHBOURS = (1, 3, 5)  # k tried on validation
 MIN_GAIN = 0.02  # relative validation gain a pricing must bring, as a blend weight must (train.blend)
+#: the rule kept where it gains MIN_GAIN: the nearest environment in the input embeddings
+DEFAULT_RULE = "input embeddings, k=1"
+#: the relative validation gain on DEFAULT_RULE (or on no pricing) another rule must bring: with
+#: 10-30 validation molecules holding an unseen atom, the best of every rule overfits them
+#: (docs/pretraining.md, "Which rule: the simplest unless another is clearly better")
+SWITCH_GAIN = 0.10
 #: validation molecules with an unseen atom needed before any pricing is tried: with fewer, a
 #: molecule or two would choose the rule for every test molecule
 MIN_MOLECULES = 10
@@ -113,8 +121,8 @@ def describe(record: dict[str, Any], monitor: str) -> str:
     base = tried["none"]
     if record["chosen"] == "none":
         best = min(tried.items(), key=lambda kv: kv[1] * (-1 if HIGHER_IS_BETTER[monitor] else 1))
-        return (f"left as they are: no pricing by nearest training environments gained {MIN_GAIN:.0%} on "
-                f"validation {monitor} ({base:.4f}; best tried {best[0]}: {best[1]:.4f})")
+        return (f"left as they are: on validation {monitor} ({base:.4f}) {DEFAULT_RULE} did not gain "
+                f"{MIN_GAIN:.0%} nor another rule {SWITCH_GAIN:.0%} (best tried {best[0]}: {best[1]:.4f})")
     return (f"priced by their nearest training environments ({record['chosen']}): validation {monitor} "
             f"{base:.4f} -> {tried[record['chosen']]:.4f}")
 
@@ -122,10 +130,10 @@ def describe(record: dict[str, Any], monitor: str) -> str:
 def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[Any], monitor: str,
                          validation: Callable[[], float], batch_size: int = 256) -> dict[str, Any]:
     """Set, in the model's companion, the pricing of unseen atoms that ``validation()`` (the
-    model's validation ``monitor``) prefers, if it beats no pricing by :data:`MIN_GAIN`:
-    each space of :data:`SPACE_NAMES` with each ``k`` of :data:`NEIGHBOURS`, with the
-    weight on the companion of a molecule with an unseen bucket (``weight_novel``) as it
-    was and, where different, as for the others. Not tried (and left off) when fewer than
+    model's validation ``monitor``) prefers by :func:`pick_rule`, among each space of
+    :data:`SPACE_NAMES` with each ``k`` of :data:`NEIGHBOURS`, with the weight on the
+    companion of a molecule with an unseen bucket (``weight_novel``) as it was and, where
+    different, as for the others. Not tried (and left off) when fewer than
     :data:`MIN_MOLECULES` validation molecules hold an unseen atom.
 
     Returns:
@@ -148,11 +156,25 @@ def choose_novel_pricing(model: nn.Module, train: Sequence[Any], val: Sequence[A
     return record
 
 
+def pick_rule(tried: dict[str, float], monitor: str) -> str:
+    """The rule :func:`choose_novel_pricing` keeps, from the validation ``monitor`` of every
+    rule tried (``{"none": ..., name: ...}``): :data:`DEFAULT_RULE` where it gains
+    :data:`MIN_GAIN` on no pricing, else none; another rule only where it gains
+    :data:`SWITCH_GAIN` on that, and :data:`MIN_GAIN` on no pricing."""
+    base = tried["none"]
+    kept = DEFAULT_RULE if DEFAULT_RULE in tried and _gain(monitor, tried[DEFAULT_RULE], base) >= MIN_GAIN else "none"
+    others = [name for name in tried if name not in ("none", DEFAULT_RULE)]
+    if others:
+        best = max(others, key=lambda name: _gain(monitor, tried[name], tried[kept]))
+        if _gain(monitor, tried[best], tried[kept]) >= SWITCH_GAIN and _gain(monitor, tried[best], base) >= MIN_GAIN:
+            return best
+    return kept
+
+
 def _choose(companion: Any, model: nn.Module, train: Sequence[Any], monitor: str, validation: Callable[[], float],
             batch_size: int, record: dict[str, Any], weight: Tensor, novel: Tensor) -> None:
-    base = validation()
-    record["validation"]["none"] = base
-    best: tuple[float, Optional[tuple[int, int, Tensor]], str] = (base, None, "none")
+    record["validation"]["none"] = validation()
+    rules: dict[str, tuple[int, int, Tensor]] = {}
     pools, known = environment_pools(model, train, batch_size)
     for space, (pool, values) in pools.items():
         for k in NEIGHBOURS:
@@ -161,15 +183,14 @@ def _choose(companion: Any, model: nn.Module, train: Sequence[Any], monitor: str
             for novel_weight in ([novel] if torch.equal(novel, weight) else [novel, weight]):
                 companion.set_novel_pricing(space, k, pool, values, known)
                 companion.set_weights(weight, novel_weight)
-                value = validation()
                 name = f"{SPACE_NAMES[space]}, k={k}" + ("" if novel_weight is novel else ", weight as covered")
-                record["validation"][name] = value
-                if _gain(monitor, value, best[0]) > 0:
-                    best = (value, (space, k, novel_weight), name)
+                record["validation"][name] = validation()
+                rules[name] = (space, k, novel_weight)
     companion.set_weights(weight, novel)
     companion.set_novel_pricing(0, 0)
-    if best[1] is not None and _gain(monitor, best[0], base) >= MIN_GAIN:
-        space, k, novel_weight = best[1]
+    chosen = pick_rule(record["validation"], monitor)
+    if chosen != "none":
+        space, k, novel_weight = rules[chosen]
         companion.set_novel_pricing(space, k, *pools[space], known)
         companion.set_weights(weight, novel_weight)
-        record["chosen"] = best[2]
+        record["chosen"] = chosen

@@ -313,6 +313,8 @@ def test_unseen_atoms_are_priced_as_validation_chooses_and_best_pt_keeps_the_cho
     """nci-tpsa with 10 % of its labels: 22 validation molecules hold an atom environment none
     of the 399 training molecules has. Every pricing rule is scored on validation, the chosen
     one (or none) is what best.pt predicts with, and evaluating best.pt gives the run's figures."""
+    from molsepnorm.train.novel_atoms import DEFAULT_RULE, pick_rule
+
     config = load_experiment_config(TINY, {"data.dataset": "nci-tpsa", "data.train_fraction": 0.1,
                                            "train.epochs": 2, "train.threads": 1, "train.progress": False})
     result = train(config, out=tmp_path / "run", console=False)
@@ -323,6 +325,10 @@ def test_unseen_atoms_are_priced_as_validation_chooses_and_best_pt_keeps_the_cho
     assert result.val["mae"] == pytest.approx(rules[novel["chosen"]], rel=1e-6)  # best.pt's pricing
     if novel["chosen"] != "none":
         assert rules[novel["chosen"]] <= 0.98 * rules["none"]  # adopted only for 2 % or more
+    if novel["chosen"] not in ("none", DEFAULT_RULE):  # another rule than the default: 10 % better than it
+        kept = DEFAULT_RULE if rules[DEFAULT_RULE] <= 0.98 * rules["none"] else "none"
+        assert rules[novel["chosen"]] <= 0.9 * rules[kept]
+    assert novel["chosen"] == pick_rule(rules, "mae")
     best = Checkpoint.load(tmp_path / "run" / "best.pt").build_model()
     assert best.companion.novel_space == {"none": 0, "input": 1, "final": 2}[novel["chosen"].split()[0]]
     report = evaluate_checkpoint(tmp_path / "run" / "best.pt", split="test")
