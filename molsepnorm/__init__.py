@@ -36,6 +36,7 @@ _EXPORTS = {
     "DatasetNotFoundError": "molsepnorm.errors",
     "DatasetFormatError": "molsepnorm.errors",
     "MolsepnormError": "molsepnorm.errors",
+    "ConfigError": "molsepnorm.errors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -229,6 +229,8 @@ def check_optimization(section: str, options: Any, lowest_auto_lr: Optional[floa
     lr = options.lr
     if lr == "auto" and lowest_auto_lr is not None:
         lr = lowest_auto_lr
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)):
+        raise ConfigError(f"{section}.lr must be a number > 0, got {lr!r}")
     if not lr > 0:
         raise ConfigError(f"{section}.lr must be positive, got {lr}")
     if not 0 <= options.end_lr <= lr:

@@ -4,8 +4,9 @@ The pretraining issue's goal: with only a fraction of a data set's training mole
 labelled, ``molsepnorm train --init <encoder>`` should reach a clearly lower test error
 than ``molsepnorm train`` from scratch with the same defaults.  For each seed this trains
 both ways on the data set with its training split reduced to a random ``--fraction``
-(``data.train_fraction``: seed 0, the same molecules for every run; validation and test
-as they are), with the library's defaults, and writes the test metrics and the ratio of
+(``data.train_fraction``, drawn with ``data.train_fraction_seed``, 0 unless ``--set`` says
+otherwise: the same molecules for every run; validation and test as they are), with the
+library's defaults, and writes the test metrics and the ratio of
 the means as JSON.  On regression the defaults blend a fingerprint companion into what
 ``best.pt`` predicts (``train.companion``), which can be the whole prediction in both arms
 (nci-tpsa): the Graphormer's own test metrics and their ratio are written beside the
@@ -63,6 +64,7 @@ def from_run(path: Path) -> dict:
             "graphormer_test": (companion.get("scores") or {}).get("graphormer", {}).get("test"),
             "novel": (companion.get("novel") or {}).get("chosen"), "best_epoch": results["best_epoch"],
             "epochs": results["epochs"], "data": {"dataset": config["data"]["dataset"],
+                                                  "options": config["data"].get("options") or {},
                                                   "train_fraction": config["data"].get("train_fraction", 1.0),
                                                   "train_fraction_seed": config["data"].get("train_fraction_seed", 0)}}
 
@@ -110,14 +112,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs_init or args.runs_scratch:
         if not (args.runs_init and args.runs_scratch):
             parser.error("give both --runs-init and --runs-scratch")
+        given = [flag for flag, value in (("--set", args.set), ("--init-set", args.init_set),
+                                          ("--encoder", args.encoder)) if value]
+        if given:
+            parser.error(f"{', '.join(given)}: the runs' own settings are read; nothing is trained")
         rows = [from_run(path) for path in [*args.runs_init, *args.runs_scratch]]
         if len({json.dumps(row["data"], sort_keys=True) for row in rows}) != 1:
-            parser.error("the runs did not all train on the same data, fraction and subset")
+            parser.error("the runs did not all train on the same data, loading options, fraction and subset")
         if any((row["init"] == "none") != (row["run"] in map(str, args.runs_scratch)) for row in rows):
             parser.error("every --runs-scratch run, and none of --runs-init, must have trained with --init none")
-        args.dataset, args.fraction, args.encoder = (rows[0]["data"]["dataset"], rows[0]["data"]["train_fraction"],
-                                                     sorted({row["init"] for row in rows if row["init"] != "none"}))
-        overrides = {"data.train_fraction_seed": rows[0]["data"]["train_fraction_seed"]}
+        args.dataset, args.fraction = rows[0]["data"]["dataset"], rows[0]["data"]["train_fraction"]
+        args.encoder = ", ".join(sorted({row["init"] for row in rows if row["init"] != "none"}))
     elif args.encoder is None:
         parser.error("--encoder is needed to train (or give --runs-init and --runs-scratch)")
     for row in rows:  # summarized runs
@@ -158,10 +163,13 @@ def main(argv: list[str] | None = None) -> int:
                                                              / summary["scratch"]["graphormer_mae_mean"])
             print(f"the Graphormer alone: ratio {summary['graphormer_ratio_init_over_scratch']:.3f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    summarized = bool(args.runs_init)  # the runs' settings are in each row ("data", "init"), not in the flags
     Path(args.out).write_text(json.dumps({
-        "command": " ".join([Path(sys.executable).name, *sys.argv]), "dataset": args.dataset,
-        "fraction": args.fraction, "overrides": overrides, "init_overrides": init_overrides, "encoder": args.encoder,
-        "threads": args.threads, "machine": platform.platform(),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "mode": "summarized finished runs" if summarized else "trained", "dataset": args.dataset,
+        "fraction": args.fraction, "encoder": args.encoder,
+        **({} if summarized else {"overrides": overrides, "init_overrides": init_overrides, "threads": args.threads,
+                                  "machine": platform.platform()}),
         "summary": summary, "runs": rows}, indent=1))
     return 0
 

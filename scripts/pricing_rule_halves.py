@@ -2,19 +2,24 @@
 halves of finished runs (molsepnorm.train.novel_atoms; docs/pretraining.md, "Which rule: the
 simplest unless another is clearly better").
 
-For each ``best.pt``, every pricing rule the library tries (input embeddings or final atom
-states, k in 1, 3, 5) prices the run's validation molecules; then, in ``--halvings``
-random halvings of the validation split (numpy seed 0), each way of choosing chooses on one
-half and is scored on the other:
+For each ``best.pt``, every pricing rule the library tries (``candidate_rules``: input
+embeddings or final atom states, k in 1, 3, 5, and, where the blend weighs a molecule
+with an unseen atom apart, that weight as for the others) prices the run's validation
+molecules; then, in ``--halvings`` random halvings of the validation split (numpy seed 0),
+each way of choosing chooses on one half and is scored on the other (both ways round):
 
 - ``best of all``: the rule with the lowest error on the half, kept where it gains 2 % on
-  no pricing (the library's rule until 2026-11-29);
+  no pricing (session 58's rule, until a38f460);
 - ``default first``: the nearest environment in the input embeddings where it gains 2 %,
   another rule only where it gains 10 % on that (``pick_rule``, the library's rule since);
+- ``default only``: the nearest environment in the input embeddings where it gains 2 %,
+  no other rule;
 - each rule alone, and no pricing.
 
 Only the validation split is read: the test split is left for the measurement of the rule
-chosen here. The runs' ``blend`` weight on a molecule with an unseen atom is as saved.
+chosen here. The blend's weight on a molecule with an unseen atom "as it was" is the one
+saved, which is the one before the choice unless the run kept a ``weight as covered``
+rule (such a run is refused).
 
     python scripts/pricing_rule_halves.py runs/s59/tpsa10-*/best.pt --json docs/pretraining/pricing-rule-halves.json
 """
@@ -33,25 +38,30 @@ import torch
 
 from molsepnorm.checkpoint import Checkpoint, checkpoint_data
 from molsepnorm.inference import Runner, run
-from molsepnorm.train.novel_atoms import MIN_GAIN, NEIGHBOURS, SPACE_NAMES, environment_pools, pick_rule
+from molsepnorm.train.novel_atoms import DEFAULT_RULE, MIN_GAIN, candidate_rules, environment_pools, pick_rule
 
 
 def validation_predictions(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The run's validation targets (M,) and its predictions (M,) under each rule (first target)."""
+    results = path.parent / "results.json"
+    chosen = json.loads(results.read_text())["companion"]["novel"].get("chosen", "") if results.is_file() else ""
+    if chosen.endswith("weight as covered"):
+        raise SystemExit(f"{path}: its run kept {chosen!r}, so the weight before the choice is not saved")
     checkpoint = Checkpoint.load(path)
     val, _ = checkpoint_data(checkpoint, split="val")
     train, _ = checkpoint_data(checkpoint, split="train")
     runner = Runner.from_checkpoint(checkpoint)
     companion = runner.model.companion
     companion.set_novel_pricing(0, 0)
+    weight, novel = companion.weight.clone(), companion.weight_novel.clone()
     graphs = list(val)
     out = run([runner], graphs, batch_size=128)
     preds = {"none": out.values[0][:, 0]}
     pools, known = environment_pools(runner.model, list(train))
-    for space, (pool, values) in pools.items():
-        for k in NEIGHBOURS:
-            companion.set_novel_pricing(space, k, pool, values, known)
-            preds[f"{SPACE_NAMES[space]}, k={k}"] = run([runner], graphs, batch_size=128).values[0][:, 0]
+    for name, space, k, novel_weight in candidate_rules(pools, weight, novel):
+        companion.set_novel_pricing(space, k, *pools[space], known)
+        companion.set_weights(weight, novel_weight)
+        preds[name] = run([runner], graphs, batch_size=128).values[0][:, 0]
     return out.targets[:, 0], preds
 
 
@@ -63,7 +73,9 @@ def choices(y: np.ndarray, preds: dict[str, np.ndarray], choose: np.ndarray, sco
     tried = {name: mae(name, choose) for name in preds}
     best = min((name for name in preds if name != "none"), key=tried.get)
     best_of_all = best if tried[best] <= (1 - MIN_GAIN) * tried["none"] else "none"
-    out = {"best of all": mae(best_of_all, score), "default first": mae(pick_rule(tried, "mae"), score)}
+    only = {name: tried[name] for name in ("none", DEFAULT_RULE) if name in tried}
+    out = {"best of all": mae(best_of_all, score), "default first": mae(pick_rule(tried, "mae"), score),
+           "default only": mae(pick_rule(only, "mae"), score)}
     out.update({name: mae(name, score) for name in preds})
     return out
 
@@ -95,7 +107,7 @@ def main(argv: Optional[list[str]] = None) -> None:
                for group, names in groups.items()}
     for group, names in summary.items():
         print(f"{group} ({len(groups[group]['none'])} runs): best of all {names['best of all']:.4f}, default first "
-              f"{names['default first']:.4f}, no pricing {names['none']:.4f}")
+              f"{names['default first']:.4f}, default only {names['default only']:.4f}, no pricing {names['none']:.4f}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"command": "python scripts/pricing_rule_halves.py " + " ".join(

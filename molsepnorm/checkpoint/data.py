@@ -2,7 +2,8 @@
 
 Used by ``evaluate``, ``analyze`` and ``add_companion`` alike: without a data set named,
 the one the model was trained on, with the training run's loading options (hence the very
-same split), the part of its training split it was trained on (``data.train_fraction``) and
+same split), the part of its training split it was trained on (``data.train_fraction``, drawn
+with ``data.train_fraction_seed``) and
 its data root when that folder still exists; a CSV of another data set is featurized in
 the model's vocabulary.  A file is the model's own when the checkpoint names it and the
 user names no other, or when the file the user names is the one training read; it is read
@@ -107,7 +108,8 @@ def checkpoint_data(
             exists, else ``$MOLSEPNORM_DATA`` ...).
         options: :func:`~molsepnorm.data.load_dataset` options (default: the training
             run's, for its own data set, whose training split is then the molecules the run
-            trained on: with ``data.train_fraction`` below 1, that fraction of it); for
+            trained on: with ``data.train_fraction`` below 1, that fraction of it, drawn
+            with ``data.train_fraction_seed``); for
             the model's own file, those given are added to how training read it
             (:data:`FILE_OPTIONS`, and its target columns).
         targets: also require the same task and number of targets (scoring); False for

@@ -15,13 +15,12 @@ neither torch nor the model.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
-
 from molsepnorm.config import (
     NONFINITE,
+    PathLike,
     SavesYaml,
     check_choice,
     check_name_or_path,
@@ -34,8 +33,6 @@ from molsepnorm.config import (
     validate_model_section,
 )
 from molsepnorm.errors import ConfigError
-
-PathLike = Union[str, os.PathLike]
 
 #: ``masked``: masked-atom prediction (Hu et al., ICLR 2020); ``contrastive``: InfoNCE between
 #: two views of each molecule's graph token (SimCSE, Gao et al. 2021; GraphCL, You et al. 2020);

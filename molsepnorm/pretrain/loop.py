@@ -37,9 +37,8 @@ from molsepnorm.checkpoint import Checkpoint, DataProvenance, FeaturizerSpec, Ta
 from molsepnorm.checkpoint.checkpoint import PRETRAINED
 from molsepnorm.checkpoint.run_dir import RunDir
 from molsepnorm.data.collate import GraphBatch
-from molsepnorm.errors import MolsepnormError
+from molsepnorm.errors import ConfigError, MolsepnormError
 from molsepnorm.chem.readers import Record
-from molsepnorm.errors import ConfigError
 from molsepnorm.pretrain.config import DEFAULT_WARMUP_WITHOUT_MAX_STEPS, PretrainExperiment
 from molsepnorm.pretrain.corpus import Corpus, open_corpus
 from molsepnorm.pretrain.objectives import PretextModel, describe, graph_targets

@@ -347,6 +347,9 @@ class DataConfig:
         if isinstance(self.train_fraction_seed, bool) or not isinstance(self.train_fraction_seed, int) \
                 or self.train_fraction_seed < 0:
             raise ConfigError(f"data.train_fraction_seed must be an integer >= 0, got {self.train_fraction_seed!r}")
+        if self.train_fraction_seed and self.train_fraction == 1:
+            raise ConfigError(f"data.train_fraction_seed is {self.train_fraction_seed} but data.train_fraction is 1: "
+                              "the seed draws a fraction of the training split; give --train-fraction F below 1 too")
         if not isinstance(self.options, dict):
             raise ConfigError(f"data.options must be a mapping, got {type(self.options).__name__}")
 

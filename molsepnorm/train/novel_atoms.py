@@ -17,7 +17,7 @@ in docs/pretraining.md, "An unseen environment priced by the environments it res
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -171,21 +171,31 @@ def pick_rule(tried: dict[str, float], monitor: str) -> str:
     return kept
 
 
+def candidate_rules(pools: dict[int, tuple[Tensor, Tensor]], weight: Tensor,
+                    novel: Tensor) -> Iterator[tuple[str, int, int, Tensor]]:
+    """``(name, space, k, weight_novel)`` of every rule :func:`choose_novel_pricing` tries on
+    :func:`environment_pools`' ``pools``: each space with each ``k`` the pool can serve, with
+    the blend's weight on a molecule with an unseen bucket as it was (``novel``) and, where
+    it differs, as for the others (``weight``: ``", weight as covered"``)."""
+    for space, (pool, _) in pools.items():
+        for k in NEIGHBOURS:
+            if k > pool.size(0):
+                continue
+            for novel_weight in ([novel] if torch.equal(novel, weight) else [novel, weight]):
+                yield (f"{SPACE_NAMES[space]}, k={k}" + ("" if novel_weight is novel else ", weight as covered"),
+                       space, k, novel_weight)
+
+
 def _choose(companion: Any, model: nn.Module, train: Sequence[Any], monitor: str, validation: Callable[[], float],
             batch_size: int, record: dict[str, Any], weight: Tensor, novel: Tensor) -> None:
     record["validation"]["none"] = validation()
     rules: dict[str, tuple[int, int, Tensor]] = {}
     pools, known = environment_pools(model, train, batch_size)
-    for space, (pool, values) in pools.items():
-        for k in NEIGHBOURS:
-            if k > pool.size(0):
-                continue
-            for novel_weight in ([novel] if torch.equal(novel, weight) else [novel, weight]):
-                companion.set_novel_pricing(space, k, pool, values, known)
-                companion.set_weights(weight, novel_weight)
-                name = f"{SPACE_NAMES[space]}, k={k}" + ("" if novel_weight is novel else ", weight as covered")
-                record["validation"][name] = validation()
-                rules[name] = (space, k, novel_weight)
+    for name, space, k, novel_weight in candidate_rules(pools, weight, novel):
+        companion.set_novel_pricing(space, k, *pools[space], known)
+        companion.set_weights(weight, novel_weight)
+        record["validation"][name] = validation()
+        rules[name] = (space, k, novel_weight)
     companion.set_weights(weight, novel)
     companion.set_novel_pricing(0, 0)
     chosen = pick_rule(record["validation"], monitor)

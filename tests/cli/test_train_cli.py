@@ -500,4 +500,6 @@ def test_train_fraction_seed_draws_another_subset_which_the_checkpoint_reads_aga
     best = Checkpoint.load(run / "best.pt")
     assert best.config["data"]["train_fraction_seed"] == 3
     assert checkpoint_data(best, split="train")[1].split_indices["train"].tolist() == drawn
-
+    del best.config["data"]["train_fraction_seed"]  # a checkpoint written before the seed could be chosen: seed 0
+    assert checkpoint_data(best, split="train")[1].split_indices["train"].tolist() == \
+        full.with_train_fraction(0.5).split_indices["train"].tolist()

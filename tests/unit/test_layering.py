@@ -15,14 +15,15 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "molsepnorm"
 VERBS = ("train", "predict", "analysis", "pretrain")
-# subpackage -> subpackages it must not import
+# subpackage -> subpackages (or top-level modules) it must not import; ``config``, what the
+# verbs' configurations share, reads the model's and the data's layers
 FORBIDDEN = {
-    "chem": ("data", "nn", "inference", "checkpoint", *VERBS, "cli"),
-    "encodings": ("data", "nn", "inference", "checkpoint", *VERBS, "cli"),
-    "data": ("nn", "inference", "checkpoint", *VERBS, "cli"),
-    "nn": ("inference", "checkpoint", *VERBS, "cli"),  # it reads data's padded batch
-    "checkpoint": ("inference", *VERBS, "cli"),
-    "inference": (*VERBS, "cli"),
+    "chem": ("data", "nn", "inference", "checkpoint", "config", *VERBS, "cli"),
+    "encodings": ("data", "nn", "inference", "checkpoint", "config", *VERBS, "cli"),
+    "data": ("nn", "inference", "checkpoint", "config", *VERBS, "cli"),
+    "nn": ("inference", "checkpoint", "config", *VERBS, "cli"),  # it reads data's padded batch
+    "checkpoint": ("inference", "config", *VERBS, "cli"),
+    "inference": ("config", *VERBS, "cli"),
     "train": ("predict", "analysis", "pretrain", "cli"),
     "predict": ("train", "analysis", "pretrain", "cli"),
     "analysis": ("train", "predict", "pretrain", "cli"),
@@ -57,7 +58,8 @@ def test_layer_imports_nothing_above_it(layer):
 
 def test_top_level_modules_serve_every_layer_and_import_no_verb():
     """``errors.py``, ``config.py`` (what training's and pretraining's configurations share),
-    ``formats.py`` ...: below the verbs; ``__main__`` is the CLI's entry point."""
+    ``formats.py`` ...: below the verbs (``config.py`` above the model and data layers, which
+    must not import it); ``__main__`` is the CLI's entry point."""
     files = [path for path in sorted(PACKAGE.glob("*.py")) if path.name != "__main__.py"]
     assert PACKAGE / "config.py" in files
     bad = {f"{path.name} imports molsepnorm.{sub}" for path in files

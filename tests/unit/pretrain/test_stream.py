@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from molsepnorm.errors import MolsepnormError
-from molsepnorm.errors import ConfigError
+from molsepnorm.errors import ConfigError, MolsepnormError
 from molsepnorm.pretrain.config import CorpusConfig, load_pretrain_config
 from molsepnorm.pretrain.corpus import open_corpus
 from molsepnorm.pretrain.stream import CorpusStream, Position
@@ -261,6 +260,13 @@ def test_config_errors_name_the_key():
         load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "pretrain.on_nonfinite": "nan"})
     with pytest.raises(ConfigError, match="pretrain.augment"):
         load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "pretrain.augment": ["crop"]})
+    with pytest.raises(ConfigError, match="pretrain.lr must be a number, got 'auto'"):  # training's word, not ours
+        load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "pretrain.lr": "auto"})
+    from molsepnorm.pretrain.config import PretrainOptions
+
+    for lr in ("auto", "fast"):  # built in Python, past the loader's check of each key's kind
+        with pytest.raises(ConfigError, match=f"pretrain.lr must be a number > 0, got '{lr}'"):
+            PretrainOptions(max_steps=5, lr=lr).validate()
     with pytest.raises(ConfigError, match="model.vocab is 'zinc' but corpus.vocab is 'ogb'"):
         load_pretrain_config(None, {"corpus.corpus": "nci", "pretrain.max_steps": 5, "model.vocab": "zinc",
                                     "corpus.vocab": "ogb"})

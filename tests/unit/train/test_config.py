@@ -103,6 +103,7 @@ def test_round_trip_through_yaml(tmp_path):
     ({"data": {"dataset": "d", "train_fraction_seed": -1}}, "data.train_fraction_seed must be an integer >= 0"),
     ({"data": {"dataset": "d", "train_fraction_seed": True}}, "data.train_fraction_seed must be an integer >= 0"),
     ({"data": {"dataset": "d", "train_fraction_seed": 1.5}}, "data.train_fraction_seed must be an integer >= 0"),
+    ({"data": {"dataset": "d", "train_fraction_seed": 2}}, "data.train_fraction_seed is 2 but data.train_fraction is 1"),
 ])
 def test_invalid_configs_are_named(raw, fragment):
     with pytest.raises(ConfigError, match=fragment.replace(".", r"\.")):

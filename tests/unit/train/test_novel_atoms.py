@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from molsepnorm.train.novel_atoms import DEFAULT_RULE, MIN_GAIN, SWITCH_GAIN, pick_rule
+from molsepnorm.train.novel_atoms import DEFAULT_RULE, MIN_GAIN, MIN_MOLECULES, SWITCH_GAIN, describe, pick_rule
 
 OTHER = "final atom states, k=3"
 
@@ -32,3 +32,17 @@ def test_the_gains_are_relative_and_follow_the_metrics_direction():
 def test_without_the_default_rule_another_must_gain_the_switch_gain_on_no_pricing():
     assert pick_rule({"none": 1.0, OTHER: 0.95}, "mae") == "none"
     assert pick_rule({"none": 1.0, OTHER: 0.85}, "mae") == OTHER
+
+
+def test_the_log_says_which_rule_was_kept_or_why_none_was():
+    kept = {"validation_molecules": 22, "validation": {"none": 0.27, DEFAULT_RULE: 0.17, OTHER: 0.2},
+            "chosen": DEFAULT_RULE}
+    assert describe(kept, "mae") == f"priced by their nearest training environments ({DEFAULT_RULE}): validation mae " \
+                                    "0.2700 -> 0.1700"
+    left = {"validation_molecules": 22, "validation": {"none": 0.27, DEFAULT_RULE: 0.268, OTHER: 0.26},
+            "chosen": "none"}
+    assert describe(left, "mae") == (f"left as they are: on validation mae (0.2700) {DEFAULT_RULE} did not gain 2% nor "
+                                     f"another rule 10% (best tried {OTHER}: 0.2600)")
+    few = {"validation_molecules": 3, "validation": {}, "chosen": "none"}
+    assert describe(few, "mae") == f"left as they are: fewer than {MIN_MOLECULES} such molecules, too few to choose " \
+                                   "a pricing on"
