@@ -19,7 +19,9 @@ molsepnorm's split and only the tenth of its training molecules that ``train
 399 of 3,993; validation and test whole), for tools that take a CSV with a split column
 (``compare_chemprop.py --csv ... --split-by column:split``).
 
-Held-out sets, never used to choose a default: ``chembl-activity.csv`` (``smiles,act``),
+Held-out sets, never used to choose a default (molar refractivity with a tenth of its labels
+was measured beside logP when session 59 chose the pricing rule of unseen atoms, and did not
+decide it: docs/pretraining.md, "Which rule"): ``chembl-activity.csv`` (``smiles,act``),
 the 1,017 measured activities of ChEMBL document CHEMBL2321810 (one congeneric series)
 that RDKit's wheel ships as the example data of its Free-Wilson contribution
 (``rdkit/Contrib/FreeWilson/data``); ``nci-mr.csv``: RDKit's Crippen molar refractivity
