@@ -44,7 +44,8 @@ from molsepnorm.train.novel_atoms import DEFAULT_RULE, MIN_GAIN, candidate_rules
 def validation_predictions(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The run's validation targets (M,) and its predictions (M,) under each rule (first target)."""
     results = path.parent / "results.json"
-    chosen = json.loads(results.read_text())["companion"]["novel"].get("chosen", "") if results.is_file() else ""
+    record = json.loads(results.read_text()) if results.is_file() else {}
+    chosen = ((record.get("companion") or {}).get("novel") or {}).get("chosen", "")
     if chosen.endswith("weight as covered"):
         raise SystemExit(f"{path}: its run kept {chosen!r}, so the weight before the choice is not saved")
     checkpoint = Checkpoint.load(path)
@@ -52,6 +53,8 @@ def validation_predictions(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray
     train, _ = checkpoint_data(checkpoint, split="train")
     runner = Runner.from_checkpoint(checkpoint)
     companion = runner.model.companion
+    if companion is None or companion.counts != "raw":
+        raise SystemExit(f"{path}: no group-contribution companion (raw counts), so no unseen atom is priced")
     companion.set_novel_pricing(0, 0)
     weight, novel = companion.weight.clone(), companion.weight_novel.clone()
     graphs = list(val)
