@@ -38,7 +38,7 @@ properties, as the Graphormer's embedding of an atom is the sum of its columns' 
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
@@ -89,8 +89,17 @@ def substructure_counts(batch, bits: int, radius: int, properties: bool = False)
     The counts depend on the batch alone: the members of an ensemble hash a batch once
     (:func:`molsepnorm.nn.memo.batch_memo`).
     """
-    return batch_memo(batch, ("substructure counts", bits, radius, properties), lambda: _bucket_counts(
-        [ident for _, ident in _identifiers(batch, radius, properties)], batch.node_mask, bits))
+    buckets = atom_buckets(batch, bits, radius, properties)  # outside: batch_memo does not nest
+    return batch_memo(batch, ("substructure counts", bits, radius, properties),
+                      lambda: _bucket_counts(buckets, batch.node_mask, bits))
+
+
+def atom_buckets(batch, bits: int, radius: int, properties: bool = False) -> Tensor:
+    """(B, N, K) long: the buckets of each atom's identifiers, its radius-0 one (its
+    environment: the whole feature row) first; hashed once per batch, for the counts and for
+    every member of an ensemble (:func:`~molsepnorm.nn.memo.batch_memo`)."""
+    return batch_memo(batch, ("atom buckets", bits, radius, properties), lambda: torch.stack(
+        [ident for _, ident in _identifiers(batch, radius, properties)], -1) % bits)
 
 
 def substructure_count_groups(batch, bits: int, radius: int, properties: bool = False) -> dict[str, Tensor]:
@@ -100,7 +109,8 @@ def substructure_count_groups(batch, bits: int, radius: int, properties: bool = 
     groups: dict[str, list[Tensor]] = {}
     for group, ident in _identifiers(batch, radius, properties):
         groups.setdefault(group, []).append(ident)
-    return {group: _bucket_counts(idents, batch.node_mask, bits) for group, idents in groups.items()}
+    return {group: _bucket_counts(torch.stack(idents, -1) % bits, batch.node_mask, bits)
+            for group, idents in groups.items()}
 
 
 def _identifiers(batch, radius: int, properties: bool) -> list[tuple[str, Tensor]]:
@@ -126,10 +136,9 @@ def _identifiers(batch, radius: int, properties: bool) -> list[tuple[str, Tensor
     return idents
 
 
-def _bucket_counts(idents: list[Tensor], mask: Tensor, bits: int) -> Tensor:
-    """(B, bits): how many of the real atoms' identifiers (K of (B, N)) fall in each bucket."""
+def _bucket_counts(buckets: Tensor, mask: Tensor, bits: int) -> Tensor:
+    """(B, bits): how many of the real atoms' identifiers, by their (B, N, K) buckets, fall in each bucket."""
     B = mask.size(0)
-    buckets = torch.stack(idents, -1) % bits  # (B, N, K)
     counts = torch.zeros(B, bits, device=mask.device, dtype=torch.float32)  # not the default dtype
     weight = mask.unsqueeze(-1).expand_as(buckets).float()
     counts.scatter_add_(1, buckets.reshape(B, -1), weight.reshape(B, -1))
@@ -255,35 +264,40 @@ class FingerprintCompanion(nn.Module):
         self.novel_space, self.novel_k = space, (k if space else 0)
 
     def atom_buckets(self, batch) -> Tensor:
-        """(B, N, K) long: the buckets of each atom's identifiers, its radius-0 one (its
-        environment: the whole feature row) first; hashed once per batch for every member
-        of an ensemble (:func:`~molsepnorm.nn.memo.batch_memo`)."""
-        return batch_memo(batch, ("atom buckets", self.bits, self.radius, self.properties), lambda: torch.stack(
-            [ident for _, ident in _identifiers(batch, self.radius, self.properties)], -1) % self.bits)
+        """(B, N, K) long: :func:`atom_buckets` of this companion's identifiers."""
+        return atom_buckets(batch, self.bits, self.radius, self.properties)
+
+    def _novel_atoms(self, buckets: Tensor, mask: Tensor) -> Tensor:
+        """(B, N) bool: the real atoms whose radius-0 bucket (``buckets[..., 0]``) no training
+        molecule has (with a pricing set, the buckets of its pool; else any identifier's,
+        ``seen``: a bucket shared by chance with another kind of identifier hides an unseen
+        atom there)."""
+        known = self.novel_known if self.novel_known.numel() else self.seen != 0
+        return ~known[buckets[..., 0]] & mask
 
     def atom_contributions(self, batch) -> tuple[Tensor, Tensor]:
         """``(contributions, novel)``: each atom's share of :meth:`predict` (B, N, T), the sum
         over its identifiers of their coefficients (raw counts: the model is their sum), and
-        (B, N) bool, the real atoms whose radius-0 identifier no training molecule has (with
-        a pricing set, the buckets of its pool; else any identifier's, ``seen``: a bucket
-        shared by chance with another kind of identifier hides an unseen atom there)."""
+        (B, N) bool, the unseen atoms (:meth:`_novel_atoms`)."""
         buckets = self.atom_buckets(batch)  # (B, N, K), radius 0 first
         with torch.autocast(device_type=buckets.device.type, enabled=False):
             contributions = self.coef.float()[buckets].sum(2) * batch.node_mask.unsqueeze(-1)  # (B, N, T)
-        known = self.novel_known if self.novel_known.numel() else self.seen != 0
-        novel = ~known[buckets[..., 0]] & batch.node_mask
-        return contributions, novel
+        return contributions, self._novel_atoms(buckets, batch.node_mask)
 
-    def _novel_correction(self, batch, atoms: Tensor) -> Tensor:
-        """(B, T): for each molecule, the neighbours' contributions of its unseen atoms less their own."""
-        contributions, novel = self.atom_contributions(batch)
-        out = contributions.new_zeros(contributions.size(0), contributions.size(2))  # (B, T)
+    def _novel_correction(self, batch, atoms: Callable[[], Tensor]) -> Tensor:
+        """(B, T): for each molecule, the neighbours' contributions of its unseen atoms less their
+        own; ``atoms()`` (B, N, D) and the contributions are computed only for a batch with one."""
+        buckets = self.atom_buckets(batch)  # (B, N, K), radius 0 first
+        novel = self._novel_atoms(buckets, batch.node_mask)  # (B, N)
+        out = self.coef.new_zeros(buckets.size(0), self.coef.size(1), dtype=torch.float32)  # (B, T)
         if not bool(novel.any()):
             return out
-        with torch.autocast(device_type=atoms.device.type, enabled=False):
-            queries = nn.functional.normalize(atoms[novel].float(), dim=-1)  # (n, D)
+        embedded = atoms()
+        with torch.autocast(device_type=embedded.device.type, enabled=False):
+            own = self.coef.float()[buckets[novel]].sum(1)  # (n, T)
+            queries = nn.functional.normalize(embedded[novel].float(), dim=-1)  # (n, D)
             nearest = (queries @ self.novel_pool.T).topk(self.novel_k, dim=-1).indices  # (n, k)
-            change = self.novel_values[nearest].mean(1) - contributions[novel]  # (n, T)
+            change = self.novel_values[nearest].mean(1) - own  # (n, T)
         molecule = novel.nonzero()[:, 0]  # (n,)
         return out.index_add_(0, molecule, change)
 
@@ -307,9 +321,10 @@ class FingerprintCompanion(nn.Module):
         """(B,) bool: every bucket of the (B, bits) ``counts`` is seen in the training split."""
         return ((counts > 0) & (self.seen == 0)).sum(-1) == 0
 
-    def forward(self, outputs: Tensor, batch, atoms: Optional[Tensor] = None) -> Tensor:
+    def forward(self, outputs: Tensor, batch, atoms: Optional[Callable[[], Tensor]] = None) -> Tensor:
         """Blend the Graphormer's (B, T) ``outputs`` with the companion's; unchanged while unfitted.
-        ``atoms`` (B, N, D): the atom embeddings of :attr:`novel_space`, where unseen atoms are priced."""
+        ``atoms()`` (B, N, D): the atom embeddings of :attr:`novel_space`, where unseen atoms are
+        priced (called only for a batch that holds one)."""
         if not self.fitted:
             return outputs
         counts = substructure_counts(batch, self.bits, self.radius, self.properties)  # (B, bits)

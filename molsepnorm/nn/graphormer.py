@@ -338,7 +338,7 @@ class Graphormer(nn.Module):
             if self.companion is None:
                 return out
             space = self.companion.novel_space
-            return self.companion(out, batch, self.atom_embeddings(batch, space, h) if space else None)
+            return self.companion(out, batch, (lambda: self.atom_embeddings(batch, space, h)) if space else None)
 
     def atom_embeddings(self, batch: GraphBatch, space: int, h: Optional[Tensor] = None) -> Tensor:
         """(B, N, D) float32, zero at padding: the atoms' input embeddings (``space`` 1: atom

@@ -193,7 +193,7 @@ def test_an_unseen_atom_takes_the_mean_contribution_of_its_nearest_training_envi
     known = substructure_counts(batch_of("CCO"), BITS, 0)[0] > 0  # the radius-0 buckets the pool stands for
     comp.set_novel_pricing(2, 2, pool, values, known)
     assert comp.atom_contributions(batch)[1].tolist() == novel.tolist()
-    priced = comp(outputs, batch, atoms)
+    priced = comp(outputs, batch, lambda: atoms)
     sims = torch.nn.functional.normalize(atoms[1, 2], dim=0) @ pool.T
     two = values[sims.topk(2).indices].mean()
     assert two == 15.0
@@ -202,10 +202,10 @@ def test_an_unseen_atom_takes_the_mean_contribution_of_its_nearest_training_envi
     assert torch.equal(comp(outputs, batch), plain)  # no atom embeddings given: as before
     fresh = FingerprintCompanion(BITS, 0, num_tasks=1, blend="value", counts="raw")
     fresh.load_state_dict(comp.state_dict())  # the pool's own size, and the rule, come back
-    assert (fresh.novel_space, fresh.novel_k) == (2, 2) and torch.equal(fresh(outputs, batch, atoms), priced)
+    assert (fresh.novel_space, fresh.novel_k) == (2, 2) and torch.equal(fresh(outputs, batch, lambda: atoms), priced)
     old = {k: v for k, v in comp.state_dict().items() if not k.startswith("novel_")}
     fresh.load_state_dict(old)  # written before unseen atoms were priced: off
-    assert fresh.novel_space == 0 and torch.equal(fresh(outputs, batch, atoms), plain)
+    assert fresh.novel_space == 0 and torch.equal(fresh(outputs, batch, lambda: atoms), plain)
     comp.set_novel_pricing(0, 0)  # off: the pool goes too, not kept in the state dict
     assert comp.novel_pool.shape == (0, 0) and comp.novel_values.shape == (0, 1) and comp.novel_known.numel() == 0
     with pytest.raises(ValueError, match="raw counts"):
